@@ -1,0 +1,3 @@
+from inner_plane.cli import main
+
+main()

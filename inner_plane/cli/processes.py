@@ -1,0 +1,64 @@
+"""`inner-plane up` and the per-process commands it (and docker-compose) runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from inner_plane.cli.common import settings
+from inner_plane.journal import database
+from inner_plane.services.embedded import export_environment, resolve_services, started_services
+from inner_plane.services.processes import ROLES, celery_command, default_processes
+from inner_plane.services.supervisor import Supervisor
+
+
+def up() -> None:
+    """Start embedded services (unless URLs are set), migrate, and supervise the workers."""
+    resolved = resolve_services(settings())
+    services = started_services()
+    for line in services.describe() if services else []:
+        typer.echo(f"inner-plane: {line}")
+    assert resolved.database_url is not None
+    database.upgrade(resolved.database_url)
+    typer.echo(f"inner-plane: journal migrated: {database.sqlalchemy_url(resolved.database_url)}")
+    typer.echo(f"inner-plane: broker: {resolved.effective_broker_url}")
+    supervisor = Supervisor(
+        default_processes(resolved),
+        export_environment(resolved),
+        on_stop=services.stop if services else None,
+    )
+    raise typer.Exit(supervisor.run())
+
+
+def _exec(command: list[str]) -> None:
+    resolved = resolve_services(settings())
+    env = export_environment(resolved)
+    sys.stdout.flush()
+    os.execvpe(command[0], command, env)
+
+
+def worker(
+    role: Annotated[str, typer.Argument(help="signals | activation | periodic")],
+    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1)] = None,
+) -> None:
+    """Run one Celery worker role (what `up` and docker-compose start)."""
+    if role not in {"signals", "activation", "periodic"}:
+        typer.echo(f"inner-plane: error: unknown worker role {role!r}", err=True)
+        raise typer.Exit(2)
+    _exec(celery_command(role, settings(), concurrency))
+
+
+def beat() -> None:
+    """Run Celery beat with the plane's schedule."""
+    _exec(celery_command("beat", settings()))
+
+
+def flower() -> None:
+    """Run Flower (monitoring) on INNER_PLANE_FLOWER_ADDRESS:INNER_PLANE_FLOWER_PORT."""
+    _exec(celery_command("flower", settings()))
+
+
+__all__ = ["ROLES", "beat", "flower", "up", "worker"]

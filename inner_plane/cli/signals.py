@@ -1,0 +1,151 @@
+"""`inner-plane publish` and `inner-plane signals ...`: for developers enqueuing test signals and
+operators reading the journal."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from inner_plane import celery_bridge
+from inner_plane.cli.common import fail, print_json, runtime
+from inner_plane.publish import publish_drafts, validate, wire_form, with_stable_identity
+from inner_plane.signals.model import Mode, SignalError, State, Trust
+
+signals_app = typer.Typer(help="Read and act on the signal journal.", no_args_is_help=True)
+
+
+def _load_data(data: str | None, data_file: Path | None) -> dict[str, Any]:
+    if data is not None and data_file is not None:
+        fail("give --data or --data-file, not both")
+    text = data
+    origin = "--data"
+    if data_file is not None:
+        origin = f"--data-file {data_file}"
+        try:
+            text = data_file.read_text()
+        except OSError as error:
+            fail(f"{origin}: cannot read: {error.strerror}")
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        fail(f"{origin}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}")
+    if not isinstance(value, dict):
+        fail(f"{origin}: must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def publish_command(
+    kind: Annotated[str, typer.Option("--kind", help="Namespaced kind, e.g. task.completed")],
+    source: Annotated[str, typer.Option("--source", help="Publishing component")],
+    mode: Annotated[str | None, typer.Option("--mode", help="ambient|next-turn|wake|interrupt")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", help="0..100")] = None,
+    delegate: Annotated[str, typer.Option("--delegate")] = "default",
+    dedup_key: Annotated[str | None, typer.Option("--dedup-key")] = None,
+    data: Annotated[str | None, typer.Option("--data", help="JSON object")] = None,
+    data_file: Annotated[Path | None, typer.Option("--data-file", help="File with a JSON object")] = None,
+    trust: Annotated[str, typer.Option("--trust", help="trusted|untrusted")] = "trusted",
+    direct: Annotated[bool, typer.Option("--direct", help="Write in-process, not via Celery")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until a worker journaled it")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Publish one inner signal (through the Celery `signals` queue unless --direct)."""
+    raw: dict[str, Any] = {
+        "kind": kind,
+        "source": source,
+        "delegate_id": delegate,
+        "data": _load_data(data, data_file),
+        "trust": trust,
+    }
+    if mode is not None:
+        raw["mode"] = mode
+    if priority is not None:
+        raw["priority"] = priority
+    if dedup_key is not None:
+        raw["dedup_key"] = dedup_key
+    try:
+        draft = validate(raw, via="cli")
+    except SignalError as error:
+        fail(str(error))
+    rt = runtime()
+    if direct:
+        result = publish_drafts([draft], rt, via="cli")[0]
+        if as_json:
+            print_json(result.public())
+        else:
+            state = "deduplicated" if result.deduplicated else "published"
+            typer.echo(f"{state} {result.id} ({result.kind}, mode {result.mode.value})")
+        return
+    draft = with_stable_identity(draft, rt.registry)
+    assert draft.id is not None
+    existed = bool(rt.signals.existing_ids([draft.id]))
+    task_id = celery_bridge.send_publish(rt.settings, wire_form(draft))
+    output: dict[str, Any] = {"task_id": task_id}
+    if wait:
+        deadline = time.monotonic() + 30
+        while not rt.signals.existing_ids([draft.id]):
+            if time.monotonic() > deadline:
+                fail(f"signal {draft.id} not journaled after 30 s: is a signals worker running?", 1)
+            time.sleep(0.05)
+        output.update({"id": str(draft.id), "deduplicated": existed})
+    if as_json:
+        print_json(output)
+    else:
+        typer.echo(" ".join(f"{k}={v}" for k, v in output.items()))
+
+
+def _parse_id(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        fail(f"not a signal id: {value!r}")
+
+
+@signals_app.command("list")
+def list_signals(
+    delegate: Annotated[str | None, typer.Option("--delegate")] = None,
+    state: Annotated[str | None, typer.Option("--state")] = None,
+    kind: Annotated[str | None, typer.Option("--kind")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List journaled signals, newest first."""
+    if state is not None and state not in {s.value for s in State}:
+        fail(f"--state: {state!r} is not one of {', '.join(s.value for s in State)}")
+    rows = runtime().signals.list(delegate, state, kind, limit)
+    if as_json:
+        print_json([row.public() for row in rows])
+        return
+    for row in rows:
+        typer.echo(
+            f"{row.id}  {row.created_at:%Y-%m-%d %H:%M:%S}  {row.delegate_id:<12} {row.state:<9} "
+            f"{row.mode.value:<9} p{row.priority:<3} {row.kind}  ({row.source})"
+        )
+
+
+@signals_app.command("show")
+def show_signal(
+    signal_id: Annotated[str, typer.Argument(metavar="ID")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show one signal with its full record."""
+    row = runtime().signals.get(_parse_id(signal_id))
+    if row is None:
+        fail(f"no signal {signal_id}", 1)
+    record = row.public()
+    if as_json:
+        print_json(record)
+        return
+    for key, value in record.items():
+        if key == "data":
+            value = json.dumps(value, ensure_ascii=False)
+        typer.echo(f"{key:>14}: {value}")
+
+
+__all__ = ["Mode", "Trust", "publish_command", "signals_app"]

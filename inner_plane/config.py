@@ -1,0 +1,131 @@
+"""Settings read from the environment (prefix ``INNER_PLANE_``).
+
+Every component reads its configuration through :func:`load_settings`, so an invalid value fails
+at start with a message that names the variable instead of surfacing later as a confusing error.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "INNER_PLANE_"
+
+
+class ConfigError(Exception):
+    """A setting is missing or invalid; the message names the environment variable."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    # Stores. Unset URLs mean "start the embedded server under data_dir".
+    database_url: str | None = None
+    redis_url: str | None = None
+    broker_url: str | None = None
+    data_dir: Path = Path(".inner-plane")
+
+    log_format: Literal["logfmt", "json"] = "logfmt"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # Publish path.
+    dedup_ttl_s: int = Field(default=86_400, ge=1)
+    db_pool_size: int = Field(default=5, ge=1, le=100)
+
+    # Celery limits (seconds). The broker visibility timeout is derived from the hard limit.
+    task_soft_time_limit_s: int = Field(default=240, ge=1)
+    task_time_limit_s: int = Field(default=300, ge=1)
+
+    # Attention broker and activation lane.
+    batch_quiet_ms: int = Field(default=500, ge=0)
+    batch_max_age_ms: int = Field(default=2_000, ge=0)
+    batch_limit: int = Field(default=100, ge=1, le=10_000)
+    lease_ttl_s: int = Field(default=30, ge=1)
+    heartbeat_s: float = Field(default=5.0, gt=0)
+    retry_base_s: float = Field(default=1.0, gt=0)
+    retry_max_s: float = Field(default=60.0, gt=0)
+    wake_budget_per_hour: int = Field(default=60, ge=1)
+    sweep_interval_s: float = Field(default=10.0, gt=0)
+    agent: str = "standin"
+
+    # Deployment-specific kinds (TOML file with [kinds."name"] tables).
+    kinds_file: Path | None = None
+
+    # Operator endpoints started by `inner-plane up`.
+    flower_port: int = Field(default=5555, ge=1, le=65535)
+    flower_address: str = "127.0.0.1"
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8700, ge=1, le=65535)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL")
+        return value
+
+    @field_validator("redis_url", "broker_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("redis://", "rediss://", "unix://", "redis+socket://")):
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _limits(self) -> Settings:
+        if self.task_soft_time_limit_s >= self.task_time_limit_s:
+            raise ValueError(
+                "INNER_PLANE_TASK_SOFT_TIME_LIMIT_S must be below INNER_PLANE_TASK_TIME_LIMIT_S"
+            )
+        if self.batch_max_age_ms < self.batch_quiet_ms:
+            raise ValueError("INNER_PLANE_BATCH_MAX_AGE_MS must be at least INNER_PLANE_BATCH_QUIET_MS")
+        return self
+
+    @property
+    def effective_broker_url(self) -> str:
+        url = self.broker_url or self.redis_url
+        if url is None:
+            raise ConfigError(
+                "no broker: set INNER_PLANE_BROKER_URL or INNER_PLANE_REDIS_URL "
+                "(or run through `inner-plane`, which starts an embedded Redis)"
+            )
+        return url
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        # Longer than any task may run, so Redis never redelivers a message whose task still runs.
+        return self.task_time_limit_s * 2 + 60
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        loc = item.get("loc") or ()
+        if loc:
+            name = ENV_PREFIX + str(loc[0]).upper()
+            parts.append(f"{name}: {item['msg']}")
+        else:
+            parts.append(str(item["msg"]).removeprefix("Value error, "))
+    return "invalid configuration: " + "; ".join(parts)
+
+
+def build_settings(**overrides: object) -> Settings:
+    """Read settings from the environment, with explicit overrides; raise ConfigError if invalid."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise ConfigError(_describe(error)) from None
+
+
+@functools.cache
+def load_settings() -> Settings:
+    """The process-wide settings (cached: the environment is read once)."""
+    return build_settings()

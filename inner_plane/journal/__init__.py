@@ -1,0 +1,1 @@
+"""The journal: PostgreSQL is the truth. Nothing outside this package issues SQL."""

@@ -1,0 +1,135 @@
+"""Connections to the journal database, Alembic migrations and the schema-version gate."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+class SchemaError(RuntimeError):
+    """The database schema does not match this version of inner-plane."""
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Accept plain libpq URLs (what ops paste) and pin the psycopg 3 driver."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    raise ValueError(f"not a PostgreSQL URL: {url!r}")
+
+
+def libpq_url(url: str) -> str:
+    """The same database as a plain libpq URL (for psycopg.connect and tools)."""
+    return make_url(sqlalchemy_url(url)).set(drivername="postgresql").render_as_string(False)
+
+
+_engines: dict[tuple[int, str], Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def get_engine(url: str, pool_size: int = 5) -> Engine:
+    """One engine per process and URL. Keyed by pid: a forked Celery child must not reuse the
+    parent's pooled sockets."""
+    key = (os.getpid(), url)
+    engine = _engines.get(key)
+    if engine is None:
+        with _engines_lock:
+            engine = _engines.get(key)
+            if engine is None:
+                engine = create_engine(
+                    sqlalchemy_url(url),
+                    pool_size=pool_size,
+                    max_overflow=pool_size,
+                    pool_pre_ping=True,
+                    # Requests wait at most this long for a pooled connection, then fail loudly.
+                    pool_timeout=10,
+                    connect_args={"connect_timeout": 5, "application_name": "inner-plane"},
+                )
+                _engines[key] = engine
+    return engine
+
+
+def dispose_engines() -> None:
+    with _engines_lock:
+        for (pid, _), engine in list(_engines.items()):
+            if pid == os.getpid():
+                engine.dispose()
+        _engines.clear()
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str, revision: str = "heads") -> None:
+    """Apply migrations (each capability keeps its own branch; 'heads' applies them all)."""
+    command.upgrade(alembic_config(url), revision)
+
+
+def expected_heads(url: str) -> set[str]:
+    return set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+
+
+def current_heads(engine: Engine) -> set[str]:
+    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
+    with engine.connect() as connection:
+        return set(MigrationContext.configure(connection).get_current_heads())
+
+
+def check_schema(engine: Engine, url: str) -> None:
+    """Refuse to run on a database that is not exactly at this code's migration heads."""
+    script = ScriptDirectory.from_config(alembic_config(url))
+    expected = set(script.get_heads())
+    current = current_heads(engine)
+    if current == expected:
+        return
+    if not current:
+        raise SchemaError(
+            "the journal database is not migrated: run `inner-plane db upgrade` "
+            f"(database: {engine.url.render_as_string(hide_password=True)})"
+        )
+    known = {rev.revision for rev in script.walk_revisions()}
+    unknown = current - known
+    if unknown:
+        raise SchemaError(
+            f"the journal database schema ({', '.join(sorted(unknown))}) is newer than this "
+            "inner-plane; upgrade inner-plane before running it against this database"
+        )
+    raise SchemaError(
+        "the journal database is behind this inner-plane "
+        f"(at {', '.join(sorted(current))}, need {', '.join(sorted(expected))}): "
+        "run `inner-plane db upgrade`"
+    )
+
+
+def ensure_database(url: str) -> None:
+    """Create the database named in ``url`` if it does not exist (embedded and test servers)."""
+    target = make_url(sqlalchemy_url(url))
+    name = target.database
+    if not name:
+        return
+    admin = create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            exists = connection.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+            ).scalar()
+            if not exists:
+                quoted = connection.dialect.identifier_preparer.quote(name)
+                connection.execute(text(f"CREATE DATABASE {quoted}"))
+    finally:
+        admin.dispose()

@@ -1,0 +1,129 @@
+"""All access to the ``signals`` table."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import DateTime, Engine, bindparam, func, select
+from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy.dialects.postgresql import UUID as PgUUID
+
+from inner_plane.journal.tables import SignalRow
+from inner_plane.signals.model import Signal
+
+_T = SignalRow.__table__
+_TS = DateTime(timezone=True)
+
+# One statement for single and bulk inserts. Timestamps default to the database clock, and
+# ON CONFLICT DO NOTHING covers both the primary key (a redelivered Celery message carries the id
+# assigned at enqueue time) and (delegate_id, source, dedup_key) (a re-fired callback).
+_INSERT = (
+    insert(_T)
+    .values(
+        id=bindparam("id", type_=PgUUID(as_uuid=True)),
+        delegate_id=bindparam("delegate_id"),
+        kind=bindparam("kind"),
+        source=bindparam("source"),
+        mode=bindparam("mode"),
+        requested_mode=bindparam("requested_mode"),
+        priority=bindparam("priority"),
+        data=bindparam("data", type_=JSONB),
+        trust=bindparam("trust"),
+        dedup_key=bindparam("dedup_key"),
+        max_attempts=bindparam("max_attempts"),
+        caused_by=bindparam("caused_by", type_=PgUUID(as_uuid=True)),
+        occurred_at=func.coalesce(bindparam("occurred_at", type_=_TS), func.now()),
+        available_at=func.coalesce(bindparam("available_at", type_=_TS), func.now()),
+        expires_at=bindparam("expires_at", type_=_TS),
+    )
+    .on_conflict_do_nothing()
+    .returning(_T.c.id)
+)
+
+ROW_KEYS = (
+    "id",
+    "delegate_id",
+    "kind",
+    "source",
+    "mode",
+    "requested_mode",
+    "priority",
+    "data",
+    "trust",
+    "dedup_key",
+    "max_attempts",
+    "caused_by",
+    "occurred_at",
+    "available_at",
+    "expires_at",
+)
+
+
+def _to_signal(row: Any) -> Signal:
+    values = dict(row._mapping)
+    values.pop("seq", None)
+    return Signal.model_validate(values)
+
+
+class SignalJournal:
+    """Reads and writes of the ``signals`` table for one database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def insert(self, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+        """Insert rows in one transaction; return the ids actually inserted (the rest were
+        duplicates of rows already in the journal)."""
+        if not rows:
+            return set()
+        with self.engine.begin() as connection:
+            if len(rows) == 1:
+                result = connection.execute(_INSERT, rows[0])
+            else:
+                result = connection.execute(_INSERT, list(rows))
+            return {row[0] for row in result}
+
+    def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
+        wanted = list(ids)
+        if not wanted:
+            return set()
+        with self.engine.connect() as connection:
+            found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
+            return {row[0] for row in found}
+
+    def get(self, signal_id: uuid.UUID) -> Signal | None:
+        with self.engine.connect() as connection:
+            row = connection.execute(select(_T).where(_T.c.id == signal_id)).first()
+        return None if row is None else _to_signal(row)
+
+    def list(
+        self,
+        delegate_id: str | None = None,
+        state: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+    ) -> list[Signal]:
+        query = select(_T).order_by(_T.c.seq.desc()).limit(limit)
+        if delegate_id is not None:
+            query = query.where(_T.c.delegate_id == delegate_id)
+        if state is not None:
+            query = query.where(_T.c.state == state)
+        if kind is not None:
+            query = query.where(_T.c.kind == kind)
+        with self.engine.connect() as connection:
+            return [_to_signal(row) for row in connection.execute(query)]
+
+    def count(self, delegate_id: str | None = None) -> int:
+        query = select(func.count()).select_from(_T)
+        if delegate_id is not None:
+            query = query.where(_T.c.delegate_id == delegate_id)
+        with self.engine.connect() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def now(self) -> datetime:
+        """The database clock (the only clock leases and due times use)."""
+        with self.engine.connect() as connection:
+            return connection.execute(select(func.now())).scalar_one()  # type: ignore[no-any-return]

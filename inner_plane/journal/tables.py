@@ -1,0 +1,89 @@
+"""Typed SQLAlchemy models of the journal. Migrations (Alembic) are the source of the schema;
+these models mirror it for queries."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+MODES = ("ambient", "next-turn", "wake", "interrupt")
+STATES = ("pending", "claimed", "delivered", "dismissed", "expired", "dead")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class SignalRow(Base):
+    __tablename__ = "signals"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    # Insertion order: ties in created_at (one bulk transaction) still have an age order.
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=True), nullable=False)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    kind: Mapped[str] = mapped_column(Text, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    mode: Mapped[str] = mapped_column(Text, nullable=False)
+    requested_mode: Mapped[str | None] = mapped_column(Text)
+    priority: Mapped[int] = mapped_column(SmallInteger, nullable=False)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    trust: Mapped[str] = mapped_column(Text, nullable=False)
+    dedup_key: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text, nullable=False, server_default=text("'pending'"))
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    max_attempts: Mapped[int] = mapped_column(Integer, nullable=False)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    caused_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    available_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (
+        UniqueConstraint("delegate_id", "source", "dedup_key"),
+        CheckConstraint(f"mode IN {MODES}", name="mode"),
+        CheckConstraint(f"state IN {STATES}", name="state"),
+        CheckConstraint("priority BETWEEN 0 AND 100", name="priority"),
+        CheckConstraint("jsonb_typeof(data) = 'object'", name="data_object"),
+        # Serves "pending signals of a delegate by priority then age"; partial, so it stays small
+        # however long the delivered history grows.
+        Index(
+            "ix_signals_pending",
+            "delegate_id",
+            text("priority DESC"),
+            "seq",
+            postgresql_where=text("state = 'pending'"),
+        ),
+        Index("ix_signals_delegate_created", "delegate_id", "created_at"),
+        Index("ix_signals_state_available", "state", "available_at"),
+    )

@@ -1,0 +1,54 @@
+"""Every Redis key the plane uses, in one place (Celery's own queue keys are Celery's).
+
+Redis is the fast path only: losing any of these keys costs at most a redundant journal lookup or
+a no-op activation, never a lost or doubled signal.
+"""
+
+from __future__ import annotations
+
+PREFIX = "inner-plane:"
+
+
+def dedup(delegate_id: str, source: str, dedup_key: str) -> str:
+    """SET NX marker: a publication with this dedup key was already accepted."""
+    return f"{PREFIX}dedup:{delegate_id}:{source}:{dedup_key}"
+
+
+def wake_debounce(delegate_id: str) -> str:
+    """Present while an activate(delegate) task is already enqueued for the batching window."""
+    return f"{PREFIX}wake:{delegate_id}"
+
+
+def wake_window(delegate_id: str) -> str:
+    """Start time (ms) of the open batching window of a delegate."""
+    return f"{PREFIX}window:{delegate_id}"
+
+
+def activation_lock(delegate_id: str) -> str:
+    """redis-py Lock rejecting a second concurrent activation early (the lease decides)."""
+    return f"{PREFIX}lock:activation:{delegate_id}"
+
+
+def user_turn_waiting(delegate_id: str) -> str:
+    """Counter of user turns queued for a delegate: background activations yield to them."""
+    return f"{PREFIX}user-turns:{delegate_id}"
+
+
+def wake_budget(delegate_id: str, hour_bucket: int) -> str:
+    """Autonomous wakes started in one clock hour (loop guard)."""
+    return f"{PREFIX}budget:{delegate_id}:{hour_bucket}"
+
+
+def rate_limit(processor: str, window: int) -> str:
+    """Requests of an external processor in one rate-limit window."""
+    return f"{PREFIX}rate:{processor}:{window}"
+
+
+def hmac_nonce(processor: str, signature: str) -> str:
+    """A signed HTTP request already seen inside the replay window."""
+    return f"{PREFIX}nonce:{processor}:{signature}"
+
+
+def beat_leader() -> str:
+    """Lock a beat process holds while it ticks (reduces waste; dedup keeps correctness)."""
+    return f"{PREFIX}beat:leader"

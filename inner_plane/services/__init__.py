@@ -1,0 +1,1 @@
+"""Embedded servers and the process supervisor behind `inner-plane up`."""

@@ -1,0 +1,1 @@
+"""Signal model and kinds policy (pure: no I/O)."""

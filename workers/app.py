@@ -1,0 +1,80 @@
+"""Celery application and configuration. Every setting says why it is set."""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from inner_plane import celery_bridge as names
+from inner_plane.config import Settings, load_settings
+from inner_plane.services.embedded import resolve_services
+
+
+def configure(app: Celery, settings: Settings) -> None:
+    visibility = settings.visibility_timeout_s
+    app.conf.update(
+        broker_url=settings.effective_broker_url,
+        # Ack after the task ran: a worker that dies mid-task leaves its message to be redelivered.
+        task_acks_late=True,
+        # A child killed by the OS (OOM, SIGKILL) requeues its message instead of acking it;
+        # every task is idempotent (ids fixed at enqueue, attempts bounded in Postgres).
+        task_reject_on_worker_lost=True,
+        # Take one message at a time: nothing sits reserved in a worker that may die.
+        worker_prefetch_multiplier=1,
+        # On a lost broker connection unacked messages go back to the queue anyway; cancel the
+        # running copies so they do not run twice.
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        # Hard bounds on any task: nothing may outlive the visibility timeout below.
+        task_soft_time_limit=settings.task_soft_time_limit_s,
+        task_time_limit=settings.task_time_limit_s,
+        # Redis redelivers unacked messages after this; longer than the hard time limit so a
+        # running task is never duplicated. Set everywhere Celery reads it (docs).
+        broker_transport_options={"visibility_timeout": visibility},
+        result_backend_transport_options={"visibility_timeout": visibility},
+        visibility_timeout=visibility,
+        # JSON only: no pickle from a shared broker.
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        # One clock for everyone.
+        timezone="UTC",
+        enable_utc=True,
+        # Flower needs task events; STARTED makes running tasks visible in it.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_track_started=True,
+        # The journal is the truth: no result backend to fill or expire.
+        task_ignore_result=True,
+        # Keep retrying the broker at start instead of crashing the worker.
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        # Queues: signals (ingest), activation (one per delegate, concurrency 1), user turns,
+        # periodic (beat's housekeeping).
+        task_queues=(
+            Queue(names.SIGNALS_QUEUE),
+            Queue(names.ACTIVATION_QUEUE),
+            Queue(names.USER_TURNS_QUEUE),
+            Queue(names.PERIODIC_QUEUE),
+        ),
+        task_default_queue=names.SIGNALS_QUEUE,
+        task_routes={
+            names.PUBLISH_TASK: {"queue": names.SIGNALS_QUEUE},
+            names.PUBLISH_MANY_TASK: {"queue": names.SIGNALS_QUEUE},
+            names.ACTIVATE_TASK: {"queue": names.ACTIVATION_QUEUE},
+            names.USER_TURN_TASK: {"queue": names.ACTIVATION_QUEUE},
+            names.SWEEP_TASK: {"queue": names.PERIODIC_QUEUE},
+        },
+        # Restart pool children now and then to bound leaks from long-lived processes.
+        worker_max_tasks_per_child=10_000,
+    )
+
+
+def create_app(settings: Settings | None = None) -> Celery:
+    settings = resolve_services(settings or load_settings())
+    app = Celery("inner_plane", set_as_current=True)
+    configure(app, settings)
+    app.autodiscover_tasks(["workers"], related_name="tasks", force=True)
+    return app
+
+
+app = create_app()
