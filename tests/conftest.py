@@ -1,0 +1,91 @@
+"""Shared fixtures: real PostgreSQL and Redis (embedded unless URLs are configured), a clean
+journal and Redis per test, captured [inner-context] lines, and child-process helpers."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from inner_plane import logs
+from inner_plane.config import build_settings, load_settings
+from inner_plane.runtime import Runtime, build_runtime, redis_client, set_runtime
+from inner_plane.signals.kinds import KindRegistry
+from tests.support.processes import ChildProcess
+from tests.support.stores import Stores, start_stores, truncate_all
+
+
+@pytest.fixture(scope="session")
+def stores() -> Iterator[Stores]:
+    started = start_stores()
+    # In-process code (load_settings, the CLI) sees the same stores as child processes.
+    previous = {k: os.environ.get(k) for k in ("INNER_PLANE_DATABASE_URL", "INNER_PLANE_REDIS_URL")}
+    os.environ["INNER_PLANE_DATABASE_URL"] = started.database_url
+    os.environ["INNER_PLANE_REDIS_URL"] = started.redis_url
+    os.environ["INNER_PLANE_DATA_DIR"] = str(started.data_dir)
+    load_settings.cache_clear()
+    yield started
+    for key, value in previous.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    if started.services is not None:
+        started.services.stop()
+
+
+class ContextLog(io.StringIO):
+    """The [inner-context] lines written during a test."""
+
+    def lines(self, event: str | None = None) -> list[str]:
+        found = [line for line in self.getvalue().splitlines() if line.startswith("[inner-context]")]
+        if event is not None:
+            found = [line for line in found if f" event={event} " in line + " "]
+        return found
+
+
+@pytest.fixture
+def context_log() -> Iterator[ContextLog]:
+    stream = ContextLog()
+    logs.configure(log_format="logfmt", stream=stream)
+    yield stream
+    logs._stream = None  # back to stderr
+
+
+@pytest.fixture
+def clean_stores(stores: Stores) -> Stores:
+    truncate_all(stores.database_url)
+    redis_client(stores.redis_url).flushdb()
+    return stores
+
+
+@pytest.fixture
+def runtime(clean_stores: Stores, context_log: ContextLog) -> Iterator[Runtime]:
+    settings = build_settings(
+        database_url=clean_stores.database_url,
+        redis_url=clean_stores.redis_url,
+        data_dir=clean_stores.data_dir,
+    )
+    rt = build_runtime(settings, registry=KindRegistry())
+    set_runtime(rt)
+    yield rt
+    set_runtime(None)
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "logs"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def children() -> Iterator[list[ChildProcess]]:
+    """Register child processes here; they are killed at the end of the test whatever happens."""
+    started: list[ChildProcess] = []
+    yield started
+    for child in started:
+        child.kill()

@@ -1,0 +1,86 @@
+"""Real PostgreSQL and Redis for the test session.
+
+With INNER_PLANE_DATABASE_URL / INNER_PLANE_REDIS_URL set, tests use those servers (a database
+named ``inner_plane_test`` is created on the PostgreSQL server, so its default databases are left
+alone). Otherwise the embedded servers start under ``.inner-plane-test/`` and are reused.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from inner_plane.config import build_settings
+from inner_plane.journal import database
+from inner_plane.services.embedded import EmbeddedServices
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_DATA_DIR = ROOT / ".inner-plane-test"
+TEST_DATABASE = "inner_plane_test"
+
+
+@dataclass
+class Stores:
+    database_url: str
+    redis_url: str
+    data_dir: Path
+    services: EmbeddedServices | None
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Environment for a child process (worker, beat, CLI) using these stores."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("INNER_PLANE_")}
+        env.update(
+            INNER_PLANE_DATABASE_URL=self.database_url,
+            INNER_PLANE_REDIS_URL=self.redis_url,
+            INNER_PLANE_DATA_DIR=str(self.data_dir),
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(extra)
+        return env
+
+
+def start_stores() -> Stores:
+    configured_db = os.environ.get("INNER_PLANE_DATABASE_URL") or None
+    configured_redis = os.environ.get("INNER_PLANE_REDIS_URL") or None
+    TEST_DATA_DIR.mkdir(exist_ok=True)
+    services: EmbeddedServices | None = None
+    settings = build_settings(
+        database_url=configured_db, redis_url=configured_redis, data_dir=TEST_DATA_DIR
+    )
+    if configured_db is None or configured_redis is None:
+        services = EmbeddedServices(settings)
+        settings = services.start()
+    assert settings.database_url is not None and settings.redis_url is not None
+    url = settings.database_url
+    if configured_db is not None:
+        url = (
+            make_url(database.sqlalchemy_url(configured_db))
+            .set(database=TEST_DATABASE)
+            .render_as_string(hide_password=False)
+        )
+    database.ensure_database(url)
+    database.upgrade(url)
+    return Stores(url, settings.redis_url, TEST_DATA_DIR, services)
+
+
+def truncate_all(url: str) -> None:
+    engine = create_engine(database.sqlalchemy_url(url))
+    try:
+        with engine.begin() as connection:
+            tables = [
+                row[0]
+                for row in connection.execute(
+                    text(
+                        "SELECT quote_ident(tablename) FROM pg_tables "
+                        "WHERE schemaname = current_schema() AND tablename <> 'alembic_version'"
+                    )
+                )
+            ]
+            if tables:
+                connection.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+    finally:
+        engine.dispose()
