@@ -19,7 +19,8 @@ from inner_plane.journal import database
 from inner_plane.services.embedded import EmbeddedServices
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST_DATA_DIR = ROOT / ".inner-plane-test"
+# Parallel test runs on one machine each need their own embedded servers.
+TEST_DATA_DIR = Path(os.environ.get("INNER_PLANE_TEST_DATA_DIR") or ROOT / ".inner-plane-test")
 TEST_DATABASE = "inner_plane_test"
 
 

@@ -1,0 +1,42 @@
+"""Choose the base agent and composer a deployment runs (``INNER_PLANE_AGENT``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.runtime import Runtime
+
+AgentFactory = Callable[[Runtime], BaseAgent]
+_agents: dict[str, AgentFactory] = {}
+
+
+def register_agent(name: str, factory: AgentFactory) -> None:
+    _agents[name] = factory
+
+
+def _builtin() -> None:
+    if _agents:
+        return
+    from inner_plane.agent.standin import StandinAgent
+
+    register_agent("standin", lambda runtime: StandinAgent())
+
+
+def load_agent(runtime: Runtime) -> BaseAgent:
+    _builtin()
+    name = runtime.settings.agent
+    try:
+        return _agents[name](runtime)
+    except KeyError:
+        from inner_plane.config import ConfigError
+
+        raise ConfigError(
+            f"INNER_PLANE_AGENT: unknown agent {name!r} (known: {', '.join(sorted(_agents))})"
+        ) from None
+
+
+def load_composer(runtime: Runtime) -> Composer:
+    from inner_plane.agent.minimal_composer import MinimalComposer
+
+    return MinimalComposer()
