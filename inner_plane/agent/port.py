@@ -72,6 +72,8 @@ class WorkingContext:
     recalled_memories: list[dict[str, Any]] = field(default_factory=list)
     envelope: str = ""
     estimated_tokens: int = 0
+    # The recall cue built from the activation (signals' kinds, sources, data; the user's text).
+    cue: str = ""
 
     def model_input(self) -> list[dict[str, str]]:
         return [{"role": item.role, "content": item.content} for item in self.items]
@@ -91,6 +93,11 @@ class AgentResult:
     reply: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     decision: str = ""
+    # The exact model input sent (or, for the dry-run agent, that would have been sent).
+    model_input: list[dict[str, Any]] | None = None
+    # Context compactions the model API reported ({"before_tokens":..., "after_tokens":...}).
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    agent: str = ""
 
 
 class Preempted(Exception):

@@ -1,0 +1,233 @@
+"""Durable conversation events: the record the timeline shows and replay rebuilds.
+
+Each delegate has one current conversation that user turns and background activations both
+write to. Events are appended in the caller's transaction (the lane's fenced one), so a stale
+lease holder's events roll back with the rest of its writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy
+from pydantic_core import to_jsonable_python
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Engine,
+    Identity,
+    Index,
+    Table,
+    Text,
+    event,
+    func,
+    select,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
+from sqlalchemy.orm import Mapped, mapped_column
+
+from inner_plane.journal.tables import Base
+
+# Event types written by the lane and by this capability.
+USER_MESSAGE = "user.message"
+ASSISTANT_MESSAGE = "assistant.message"
+TOOL_CALL = "tool.call"
+TOOL_RESULT = "tool.result"
+MEMORY_RETRIEVAL = "memory.retrieval"
+CONTEXT_ATTACHED = "inner.context.attached"
+ACTIVATION_STARTED = "inner.activation.started"
+ACTIVATION_COMPLETED = "inner.activation.completed"
+ACTIVATION_FAILED = "inner.activation.failed"
+CONTEXT_USAGE = "context.usage"
+CONTEXT_COMPACTED = "context.compacted"
+CONTEXT_CAPSULE = "context.capsule"
+
+
+class ConversationRow(Base):
+    __tablename__ = "conversations"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    started_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ConversationEventRow(Base):
+    __tablename__ = "conversation_events"
+
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False, unique=True)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    type: Mapped[str] = mapped_column(Text, nullable=False)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    turn_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (Index("ix_conversation_events_delegate_seq", "delegate_id", "seq"),)
+
+
+_C = cast(Table, ConversationRow.__table__)
+_E = cast(Table, ConversationEventRow.__table__)
+
+# Called with each stored event (as returned by :func:`event_record`) once its transaction
+# commits: the live side of the timeline. Replay reads the same records back from the table.
+LiveListener = Callable[[dict[str, Any]], None]
+_listeners: list[LiveListener] = []
+_PENDING_KEY = "inner_plane.conversation.pending"
+
+
+def add_listener(listener: LiveListener) -> None:
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def remove_listener(listener: LiveListener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+def notify_live(record: dict[str, Any]) -> None:
+    """Hand one record to the live listeners now (also used for live-only notifications)."""
+    for listener in list(_listeners):
+        listener(record)
+
+
+def _after_commit(connection: sqlalchemy.Connection) -> None:
+    pending = connection.info.pop(_PENDING_KEY, [])
+    for record in pending:
+        notify_live(record)
+
+
+def _after_rollback(connection: sqlalchemy.Connection) -> None:
+    connection.info.pop(_PENDING_KEY, None)
+
+
+def current_conversation(connection: sqlalchemy.Connection, delegate_id: str) -> uuid.UUID:
+    """The delegate's open conversation, opened on first use."""
+    found = connection.execute(
+        select(_C.c.id).where(_C.c.delegate_id == delegate_id, _C.c.ended_at.is_(None))
+    ).scalar()
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    connection.execute(
+        insert(_C)
+        .values(id=uuid.uuid4(), delegate_id=delegate_id)
+        .on_conflict_do_nothing(
+            index_elements=[_C.c.delegate_id], index_where=_C.c.ended_at.is_(None)
+        )
+    )
+    return connection.execute(  # type: ignore[no-any-return]
+        select(_C.c.id).where(_C.c.delegate_id == delegate_id, _C.c.ended_at.is_(None))
+    ).scalar_one()
+
+
+def start_conversation(engine: Engine, delegate_id: str) -> uuid.UUID:
+    """Close the delegate's current conversation and open a new one."""
+    with engine.begin() as connection:
+        connection.execute(
+            _C.update()
+            .where(_C.c.delegate_id == delegate_id, _C.c.ended_at.is_(None))
+            .values(ended_at=func.now())
+        )
+        return current_conversation(connection, delegate_id)
+
+
+def append_event(
+    connection: sqlalchemy.Connection,
+    *,
+    delegate_id: str,
+    type: str,
+    payload: dict[str, Any],
+    activation_id: uuid.UUID | None = None,
+    turn_id: uuid.UUID | None = None,
+) -> None:
+    """Write one durable conversation event in the caller's transaction."""
+    if not type or len(type) > 64:
+        raise ValueError("conversation event type must be 1 to 64 characters")
+    if not isinstance(payload, dict):
+        raise ValueError(
+            f"conversation event payload must be a dict, not {payload.__class__.__name__}"
+        )
+    conversation_id = current_conversation(connection, delegate_id)
+    row = connection.execute(
+        _E.insert()
+        .values(
+            id=uuid.uuid4(),
+            delegate_id=delegate_id,
+            conversation_id=conversation_id,
+            type=type,
+            payload=to_jsonable_python(payload),
+            activation_id=activation_id,
+            turn_id=turn_id,
+        )
+        .returning(*_E.c)
+    ).one()
+    pending: list[dict[str, Any]] = connection.info.setdefault(_PENDING_KEY, [])
+    pending.append(event_record(row))
+    if not event.contains(connection, "commit", _after_commit):
+        event.listen(connection, "commit", _after_commit)
+        event.listen(connection, "rollback", _after_rollback)
+
+
+def event_record(row: Any) -> dict[str, Any]:
+    """One stored event as plain JSON-ready data (the unit replay and live both produce)."""
+    values = row._mapping
+    return {
+        "seq": values["seq"],
+        "id": str(values["id"]),
+        "delegate_id": values["delegate_id"],
+        "conversation_id": str(values["conversation_id"]),
+        "type": values["type"],
+        "payload": values["payload"],
+        "activation_id": None if values["activation_id"] is None else str(values["activation_id"]),
+        "turn_id": None if values["turn_id"] is None else str(values["turn_id"]),
+        "created_at": values["created_at"].isoformat(),
+    }
+
+
+def read_events(
+    engine: Engine,
+    delegate_id: str,
+    conversation_id: uuid.UUID | None = None,
+    after_seq: int = 0,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Stored events of a delegate (one conversation, or all of them) in append order."""
+    query = select(_E).where(_E.c.delegate_id == delegate_id, _E.c.seq > after_seq)
+    if conversation_id is not None:
+        query = query.where(_E.c.conversation_id == conversation_id)
+    query = query.order_by(_E.c.seq)
+    if limit is not None:
+        query = query.limit(limit)
+    with engine.connect() as connection:
+        return [event_record(row) for row in connection.execute(query)]
+
+
+def recent_messages(
+    connection: sqlalchemy.Connection, delegate_id: str, limit: int
+) -> list[dict[str, Any]]:
+    """The last user/assistant messages of the delegate's current conversation, oldest first."""
+    query = (
+        select(_E.c.type, _E.c.payload, _E.c.turn_id, _E.c.created_at)
+        .join(_C, _C.c.id == _E.c.conversation_id)
+        .where(
+            _C.c.delegate_id == delegate_id,
+            _C.c.ended_at.is_(None),
+            _E.c.delegate_id == delegate_id,
+            _E.c.type.in_((USER_MESSAGE, ASSISTANT_MESSAGE)),
+        )
+        .order_by(_E.c.seq.desc())
+        .limit(limit)
+    )
+    rows = [dict(row._mapping) for row in connection.execute(query)]
+    rows.reverse()
+    return rows

@@ -1,0 +1,236 @@
+"""ThoughtFlow: one durable record per activation of what the agent saw, decided and did.
+
+Written by the lane inside its fenced commit transaction, together with the conversation events
+derived from it (memory retrieval, tool calls and results, usage, compaction), so a stale holder
+records nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy
+from pydantic_core import to_jsonable_python
+from sqlalchemy import BigInteger, DateTime, Engine, Float, Table, Text, func, select
+from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
+from sqlalchemy.orm import Mapped, mapped_column
+
+from inner_plane.agent.port import Activation, AgentResult, WorkingContext
+from inner_plane.journal import conversation
+from inner_plane.journal.tables import Base
+
+
+class ThoughtflowRow(Base):
+    __tablename__ = "thoughtflows"
+
+    activation_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    trigger: Mapped[str] = mapped_column(Text, nullable=False)
+    epoch: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    record: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    duration_ms: Mapped[float] = mapped_column(Float, nullable=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+
+_T = cast(Table, ThoughtflowRow.__table__)
+
+
+def signal_entry(signal: Any) -> dict[str, Any]:
+    """The full claimed-batch entry of one signal (what the timeline keeps per activation)."""
+    return {
+        "id": str(signal.id),
+        "kind": signal.kind,
+        "source": signal.source,
+        "mode": signal.mode.value,
+        "priority": signal.priority,
+        "trust": signal.trust.value,
+        "attempts": signal.attempts,
+        "created_at": signal.created_at.isoformat(),
+        "occurred_at": signal.occurred_at.isoformat(),
+        "data": signal.data,
+        "caused_by": None if signal.caused_by is None else str(signal.caused_by),
+    }
+
+
+def build_record(
+    activation: Activation,
+    context: WorkingContext | None,
+    result: AgentResult | None,
+    duration_ms: float,
+    error: str | None,
+) -> dict[str, Any]:
+    rendered = set() if context is None else context.rendered_signal_ids
+    model_input: list[dict[str, Any]] | None = None
+    if result is not None and result.model_input is not None:
+        model_input = result.model_input
+    elif context is not None:
+        model_input = [dict(item) for item in context.model_input()]
+    settlements = {} if result is None else result.settlements
+    dispositions = {
+        str(signal_id): {
+            "disposition": settlement.disposition.value,
+            "reason": settlement.reason,
+            "until": None if settlement.until is None else settlement.until.isoformat(),
+        }
+        for signal_id, settlement in settlements.items()
+    }
+    record: dict[str, Any] = to_jsonable_python(
+        {
+            "activation_id": str(activation.id),
+            "delegate_id": activation.delegate_id,
+            "trigger": activation.trigger.value,
+            "epoch": activation.epoch,
+            "now": activation.now.isoformat(),
+            "user_message": None
+            if activation.user_message is None
+            else {
+                "text": activation.user_message.text,
+                "channel": activation.user_message.channel,
+                "turn_id": str(activation.user_message.turn_id),
+            },
+            "signals": [signal_entry(s) for s in activation.signals],
+            "rendered_signal_ids": sorted(str(i) for i in rendered),
+            "envelope": None if context is None else context.envelope,
+            "recalled_memories": [] if context is None else context.recalled_memories,
+            "cut": [] if context is None else context.cut,
+            "estimated_tokens": None if context is None else context.estimated_tokens,
+            "model_input": model_input,
+            "agent": None if result is None else result.agent,
+            "decision": None if result is None else result.decision,
+            "reply": None if result is None else result.reply,
+            "tool_actions": [] if result is None else result.tool_actions,
+            "dispositions": dispositions,
+            "usage": {} if result is None else result.usage,
+            "duration_ms": duration_ms,
+            "error": error,
+        }
+    )
+    return record
+
+
+def _conversation_events(
+    connection: sqlalchemy.Connection,
+    activation: Activation,
+    context: WorkingContext | None,
+    result: AgentResult | None,
+) -> None:
+    turn_id = None if activation.user_message is None else activation.user_message.turn_id
+    ids = {"activation_id": activation.id, "turn_id": turn_id}
+    if context is not None:
+        retrieval: dict[str, Any] = {
+            "status": "recalled" if context.recalled_memories else "miss",
+            "cue": context.cue,
+            "memories": context.recalled_memories,
+        }
+        conversation.append_event(
+            connection,
+            delegate_id=activation.delegate_id,
+            type=conversation.MEMORY_RETRIEVAL,
+            payload=retrieval,
+            **ids,
+        )
+    if result is None:
+        return
+    for action in result.tool_actions:
+        call = {k: action.get(k) for k in ("call_id", "name", "arguments", "step")}
+        conversation.append_event(
+            connection,
+            delegate_id=activation.delegate_id,
+            type=conversation.TOOL_CALL,
+            payload=call,
+            **ids,
+        )
+        outcome = {k: action.get(k) for k in ("call_id", "name", "output", "error", "step")}
+        conversation.append_event(
+            connection,
+            delegate_id=activation.delegate_id,
+            type=conversation.TOOL_RESULT,
+            payload=outcome,
+            **ids,
+        )
+    for compaction in result.compactions:
+        conversation.append_event(
+            connection,
+            delegate_id=activation.delegate_id,
+            type=conversation.CONTEXT_COMPACTED,
+            payload=compaction,
+            **ids,
+        )
+    if result.usage:
+        conversation.append_event(
+            connection,
+            delegate_id=activation.delegate_id,
+            type=conversation.CONTEXT_USAGE,
+            payload=dict(result.usage),
+            **ids,
+        )
+
+
+def record_thoughtflow(
+    connection: sqlalchemy.Connection,
+    *,
+    activation: Activation,
+    context: WorkingContext | None,
+    result: AgentResult | None,
+    duration_ms: float,
+    error: str | None,
+) -> None:
+    """Store the activation's ThoughtFlow and its conversation events in the caller's
+    transaction. Call it before appending "assistant.message" / "inner.activation.completed",
+    so the timeline reads: started, memory retrieval, tool calls, usage, reply, completed."""
+    record = build_record(activation, context, result, duration_ms, error)
+    values = {
+        "activation_id": activation.id,
+        "delegate_id": activation.delegate_id,
+        "trigger": activation.trigger.value,
+        "epoch": activation.epoch,
+        "record": record,
+        "duration_ms": duration_ms,
+        "error": error,
+    }
+    statement = insert(_T).values(**values)
+    # A retried commit of the same activation replaces its record rather than failing.
+    connection.execute(
+        statement.on_conflict_do_update(
+            index_elements=[_T.c.activation_id],
+            set_={k: statement.excluded[k] for k in values if k != "activation_id"},
+        )
+    )
+    _conversation_events(connection, activation, context, result)
+
+
+def get_thoughtflow(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any] | None:
+    with engine.connect() as connection:
+        row = connection.execute(
+            select(_T.c.record, _T.c.created_at).where(_T.c.activation_id == activation_id)
+        ).first()
+    if row is None:
+        return None
+    record: dict[str, Any] = dict(row.record)
+    record["recorded_at"] = row.created_at.isoformat()
+    return record
+
+
+def list_thoughtflows(engine: Engine, delegate_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    query = (
+        select(_T.c.activation_id, _T.c.trigger, _T.c.duration_ms, _T.c.error, _T.c.created_at)
+        .where(_T.c.delegate_id == delegate_id)
+        .order_by(_T.c.created_at.desc())
+        .limit(limit)
+    )
+    with engine.connect() as connection:
+        return [
+            {
+                "activation_id": str(row.activation_id),
+                "trigger": row.trigger,
+                "duration_ms": row.duration_ms,
+                "error": row.error,
+                "created_at": row.created_at.isoformat(),
+            }
+            for row in connection.execute(query)
+        ]

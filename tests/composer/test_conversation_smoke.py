@@ -1,0 +1,36 @@
+"""Conversation events are stored in the caller's transaction and announced after commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from inner_plane.journal import conversation
+from inner_plane.runtime import Runtime
+
+
+def test_event_is_announced_only_after_commit_and_not_after_rollback(runtime: Runtime) -> None:
+    seen: list[dict[str, Any]] = []
+    conversation.add_listener(seen.append)
+    try:
+        with runtime.engine.begin() as connection:
+            conversation.append_event(
+                connection, delegate_id="d1", type="user.message", payload={"text": "hi"}
+            )
+            assert seen == []
+        assert [e["type"] for e in seen] == ["user.message"]
+        with pytest.raises(RuntimeError), runtime.engine.begin() as connection:
+            conversation.append_event(
+                connection, delegate_id="d1", type="user.message", payload={"text": "lost"}
+            )
+            raise RuntimeError("roll back")
+        with runtime.engine.begin() as connection:
+            conversation.append_event(
+                connection, delegate_id="d1", type="assistant.message", payload={"text": "ok"}
+            )
+    finally:
+        conversation.remove_listener(seen.append)
+    stored = conversation.read_events(runtime.engine, "d1")
+    assert [e["payload"]["text"] for e in stored] == ["hi", "ok"]
+    assert stored == seen
