@@ -50,7 +50,18 @@ class Settings(BaseSettings):
     retry_max_s: float = Field(default=60.0, gt=0)
     wake_budget_per_hour: int = Field(default=60, ge=1)
     sweep_interval_s: float = Field(default=10.0, gt=0)
-    agent: str = "standin"
+    # Base agent; empty means "openai" when INNER_PLANE_OPENAI_MODEL is set, else "dry-run".
+    agent: str = ""
+
+    # Context composer and model adapters (composer issue).
+    openai_base_url: str | None = None  # None: the official endpoint (or OPENAI_BASE_URL)
+    openai_model: str | None = None
+    openai_api_key: str | None = None  # None: OPENAI_API_KEY
+    openai_max_steps: int = Field(default=8, ge=1, le=64)
+    instructions_file: Path | None = None  # None: the packaged prompts/instructions.md
+    delegate_timezone: str = "UTC"
+    context_budget_tokens: int = Field(default=32_000, ge=1_000, le=2_000_000)
+    tools: str = ""  # comma-separated "module:factory" entries adding tools to the registry
 
     # Deployment-specific kinds (TOML file with [kinds."name"] tables).
     kinds_file: Path | None = None
@@ -79,6 +90,19 @@ class Settings(BaseSettings):
             raise ValueError("must be a redis://, rediss:// or unix:// URL")
         return value
 
+    @field_validator("delegate_timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value!r} (use an IANA name such as Europe/Paris)"
+            ) from None
+        return value
+
     @model_validator(mode="after")
     def _limits(self) -> Settings:
         if self.task_soft_time_limit_s >= self.task_time_limit_s:
@@ -87,6 +111,8 @@ class Settings(BaseSettings):
             )
         if self.batch_max_age_ms < self.batch_quiet_ms:
             raise ValueError("INNER_PLANE_BATCH_MAX_AGE_MS must be at least INNER_PLANE_BATCH_QUIET_MS")
+        if not self.agent:
+            object.__setattr__(self, "agent", "openai" if self.openai_model else "dry-run")
         return self
 
     @property

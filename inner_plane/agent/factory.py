@@ -21,6 +21,20 @@ def _builtin() -> None:
     from inner_plane.agent.standin import StandinAgent
 
     register_agent("standin", lambda runtime: StandinAgent())
+    register_agent("dry-run", _dry_run)
+    register_agent("openai", _openai)
+
+
+def _dry_run(runtime: Runtime) -> BaseAgent:
+    from inner_plane.agent.dry_run import DryRunAgent
+
+    return DryRunAgent()
+
+
+def _openai(runtime: Runtime) -> BaseAgent:
+    from inner_plane.agent.openai_responses import OpenAIResponsesAgent
+
+    return OpenAIResponsesAgent.from_runtime(runtime)
 
 
 def load_agent(runtime: Runtime) -> BaseAgent:
@@ -37,6 +51,6 @@ def load_agent(runtime: Runtime) -> BaseAgent:
 
 
 def load_composer(runtime: Runtime) -> Composer:
-    from inner_plane.agent.minimal_composer import MinimalComposer
+    from inner_plane.composer import build_composer
 
-    return MinimalComposer()
+    return build_composer(runtime)
