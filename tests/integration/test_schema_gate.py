@@ -1,0 +1,113 @@
+"""The schema gate: the app refuses an un-migrated database and one newer than the code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from inner_plane.journal import database
+from inner_plane.journal.database import SchemaError, check_schema
+from tests.support.stores import ROOT, Stores
+
+
+@pytest.fixture
+def scratch_url(stores: Stores) -> Iterator[str]:
+    """A fresh, empty database on the test server, dropped afterwards."""
+    name = f"inner_plane_gate_{uuid.uuid4().hex[:8]}"
+    url = (
+        make_url(database.sqlalchemy_url(stores.database_url))
+        .set(database=name)
+        .render_as_string(hide_password=False)
+    )
+    database.ensure_database(url)
+    yield url
+    admin = create_engine(
+        make_url(database.sqlalchemy_url(url)).set(database="postgres"),
+        isolation_level="AUTOCOMMIT",
+    )
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def gate(url: str) -> str:
+    engine = create_engine(database.sqlalchemy_url(url))
+    try:
+        with pytest.raises(SchemaError) as error:
+            check_schema(engine, url)
+    finally:
+        engine.dispose()
+    return str(error.value)
+
+
+def cli_signals_list(stores: Stores, url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "inner_plane", "signals", "list"],
+        env=stores.env(INNER_PLANE_DATABASE_URL=url),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def stamp(url: str, revision: str) -> None:
+    engine = create_engine(database.sqlalchemy_url(url))
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text("CREATE TABLE alembic_version (version_num varchar(32) PRIMARY KEY)")
+            )
+            connection.execute(text("INSERT INTO alembic_version VALUES (:r)"), {"r": revision})
+    finally:
+        engine.dispose()
+
+
+def test_unmigrated_database_is_refused(stores: Stores, scratch_url: str) -> None:
+    message = gate(scratch_url)
+    assert message.startswith("the journal database is not migrated: run `inner-plane db upgrade`")
+    completed = cli_signals_list(stores, scratch_url)
+    assert completed.returncode == 1
+    assert completed.stdout == ""
+    assert completed.stderr.strip().splitlines()[-1] == f"inner-plane: error: {message}"
+
+
+def test_newer_schema_is_refused(stores: Stores, scratch_url: str) -> None:
+    stamp(scratch_url, "9999_from_the_future")
+    message = gate(scratch_url)
+    assert message == (
+        "the journal database schema (9999_from_the_future) is newer than this inner-plane; "
+        "upgrade inner-plane before running it against this database"
+    )
+    completed = cli_signals_list(stores, scratch_url)
+    assert completed.returncode == 1
+    assert completed.stderr.strip().splitlines()[-1] == f"inner-plane: error: {message}"
+
+
+def test_migrated_database_passes_and_db_upgrade_is_idempotent(
+    stores: Stores, scratch_url: str
+) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "inner_plane", "db", "upgrade"],
+        env=stores.env(INNER_PLANE_DATABASE_URL=scratch_url),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    engine = create_engine(database.sqlalchemy_url(scratch_url))
+    try:
+        check_schema(engine, scratch_url)  # does not raise
+    finally:
+        engine.dispose()
+    database.upgrade(scratch_url)  # a second upgrade changes nothing
+    assert cli_signals_list(stores, scratch_url).returncode == 0
