@@ -252,11 +252,11 @@ __all__ = [
     "PublishResult",
     "SignalDraft",
     "SignalError",
-    "with_stable_identity",
     "on_published",
     "publish",
     "publish_drafts",
     "publish_many",
     "validate",
     "wire_form",
+    "with_stable_identity",
 ]

@@ -1,7 +1,94 @@
-"""`inner-plane activations ...`."""
+"""`inner-plane activations ...` and `inner-plane say`."""
 
 from __future__ import annotations
 
+import time
+import uuid
+from typing import Annotated
+
 import typer
 
+from inner_plane.cli.common import fail, print_json, runtime
+from inner_plane.journal.activations import ActivationJournal
+from inner_plane.lane.user_turns import user_turn
+from inner_plane.signals.model import SignalError
+
 activations_app = typer.Typer(help="Activations of the base agent.", no_args_is_help=True)
+
+
+def _journal() -> ActivationJournal:
+    return ActivationJournal(runtime().engine)
+
+
+@activations_app.command("list")
+def list_activations(
+    delegate: Annotated[str | None, typer.Option("--delegate")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List activations, newest first."""
+    rows = _journal().recent(delegate, limit)
+    if as_json:
+        print_json([row.public() for row in rows])
+        return
+    for row in rows:
+        finished = "-" if row.finished_at is None else f"{row.finished_at:%H:%M:%S.%f}"[:-3]
+        typer.echo(
+            f"{row.id}  {row.delegate_id:<12} {row.trigger:<9} {row.state:<11} epoch {row.epoch:<4}"
+            f" {row.started_at:%Y-%m-%d %H:%M:%S} -> {finished}  {len(row.signal_ids)} signal(s)"
+        )
+
+
+@activations_app.command("show")
+def show_activation(
+    activation_id: Annotated[str, typer.Argument(metavar="ID")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show one activation: trigger, why it started, epoch, state, times, attempts, error and
+    the claimed signal ids."""
+    try:
+        key = uuid.UUID(activation_id)
+    except ValueError:
+        fail(f"not an activation id: {activation_id!r}")
+    row = _journal().get(key)
+    if row is None:
+        fail(f"no activation {activation_id}", 1)
+    record = row.public()
+    if as_json:
+        print_json(record)
+        return
+    for name, value in record.items():
+        if name == "signal_ids":
+            value = ", ".join(value) or "-"
+        typer.echo(f"{name:>12}: {value}")
+
+
+def say(
+    text: Annotated[str, typer.Argument(metavar="TEXT")],
+    delegate: Annotated[str, typer.Option("--delegate")] = "default",
+    channel: Annotated[str, typer.Option("--channel")] = "text",
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the reply")] = False,
+    timeout: Annotated[float, typer.Option("--timeout")] = 60.0,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Send a user turn to a delegate through the activation lane."""
+    try:
+        turn_id = user_turn(delegate, text, channel, runtime())
+    except SignalError as error:
+        fail(str(error))
+    output: dict[str, object] = {"turn_id": str(turn_id)}
+    if wait:
+        journal = _journal()
+        deadline = time.monotonic() + timeout
+        while True:
+            turn = journal.user_turn(turn_id)
+            if turn is not None and turn.state in ("done", "failed"):
+                output.update(state=turn.state, reply=turn.reply)
+                break
+            if time.monotonic() > deadline:
+                fail(f"no reply within {timeout} s: is an activation worker running?", 1)
+            time.sleep(0.05)
+    if as_json:
+        print_json(output)
+    else:
+        typer.echo(" ".join(f"{k}={v}" for k, v in output.items()))

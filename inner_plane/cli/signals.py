@@ -13,6 +13,7 @@ import typer
 
 from inner_plane import celery_bridge
 from inner_plane.cli.common import fail, print_json, runtime
+from inner_plane.journal.activations import ActivationJournal
 from inner_plane.publish import publish_drafts, validate, wire_form, with_stable_identity
 from inner_plane.signals.model import Mode, SignalError, State, Trust
 
@@ -44,14 +45,20 @@ def _load_data(data: str | None, data_file: Path | None) -> dict[str, Any]:
 def publish_command(
     kind: Annotated[str, typer.Option("--kind", help="Namespaced kind, e.g. task.completed")],
     source: Annotated[str, typer.Option("--source", help="Publishing component")],
-    mode: Annotated[str | None, typer.Option("--mode", help="ambient|next-turn|wake|interrupt")] = None,
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="ambient|next-turn|wake|interrupt")
+    ] = None,
     priority: Annotated[int | None, typer.Option("--priority", help="0..100")] = None,
     delegate: Annotated[str, typer.Option("--delegate")] = "default",
     dedup_key: Annotated[str | None, typer.Option("--dedup-key")] = None,
     data: Annotated[str | None, typer.Option("--data", help="JSON object")] = None,
-    data_file: Annotated[Path | None, typer.Option("--data-file", help="File with a JSON object")] = None,
+    data_file: Annotated[
+        Path | None, typer.Option("--data-file", help="File with a JSON object")
+    ] = None,
     trust: Annotated[str, typer.Option("--trust", help="trusted|untrusted")] = "trusted",
-    direct: Annotated[bool, typer.Option("--direct", help="Write in-process, not via Celery")] = False,
+    direct: Annotated[
+        bool, typer.Option("--direct", help="Write in-process, not via Celery")
+    ] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until a worker journaled it")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -139,13 +146,65 @@ def show_signal(
     if row is None:
         fail(f"no signal {signal_id}", 1)
     record = row.public()
+    # Why it was (or was not yet) delivered: every claim, deferral, recovery and retry.
+    record["events"] = [
+        {
+            "at": event.at.isoformat(),
+            "event": event.event,
+            "reason": event.reason,
+            "activation_id": None if event.activation_id is None else str(event.activation_id),
+        }
+        for event in ActivationJournal(runtime().engine).events(row.id)
+    ]
     if as_json:
         print_json(record)
         return
     for key, value in record.items():
+        if key == "events":
+            continue
         if key == "data":
             value = json.dumps(value, ensure_ascii=False)
-        typer.echo(f"{key:>14}: {value}")
+        typer.echo(f"{key:>18}: {value}")
+    for event in record["events"]:
+        typer.echo(f"{event['at']}  {event['event']:<16} {event['reason']}")
+
+
+@signals_app.command("retry")
+def retry_signal(signal_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Bring a dead, dismissed or expired signal back to pending with fresh attempts."""
+    journal = ActivationJournal(runtime().engine)
+    signal = journal.retry_signal(_parse_id(signal_id))
+    if signal is None:
+        fail(f"signal {signal_id} is not dead, dismissed or expired (or does not exist)", 1)
+    from inner_plane import logs
+    from inner_plane.attention.wakes import schedule_wake
+
+    logs.emit(
+        "retried",
+        id=signal.id,
+        kind=signal.kind,
+        source=signal.source,
+        mode=signal.mode,
+        priority=signal.priority,
+        delegate=signal.delegate_id,
+        reason="operator retry",
+    )
+    if signal.mode.value in ("wake", "interrupt"):
+        schedule_wake(runtime(), signal.delegate_id, urgent=True)
+    typer.echo(f"retrying {signal.id}: state pending, attempts 0")
+
+
+@signals_app.command("dismiss")
+def dismiss_signal(
+    signal_id: Annotated[str, typer.Argument(metavar="ID")],
+    reason: Annotated[str, typer.Option("--reason")] = "dismissed by operator",
+) -> None:
+    """Settle a pending or dead signal as dismissed."""
+    journal = ActivationJournal(runtime().engine)
+    signal = journal.dismiss_signal(_parse_id(signal_id), reason)
+    if signal is None:
+        fail(f"signal {signal_id} is not pending or dead (or does not exist)", 1)
+    typer.echo(f"dismissed {signal.id}")
 
 
 __all__ = ["Mode", "Trust", "publish_command", "signals_app"]

@@ -5,16 +5,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import DateTime, Engine, bindparam, func, select
+from sqlalchemy import DateTime, Engine, Table, bindparam, func, select
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
 
 from inner_plane.journal.tables import SignalRow
 from inner_plane.signals.model import Signal
 
-_T = SignalRow.__table__
+_T = cast(Table, SignalRow.__table__)
 _TS = DateTime(timezone=True)
 
 # One statement for single and bulk inserts. Timestamps default to the database clock, and
@@ -126,4 +126,5 @@ class SignalJournal:
     def now(self) -> datetime:
         """The database clock (the only clock leases and due times use)."""
         with self.engine.connect() as connection:
-            return connection.execute(select(func.now())).scalar_one()  # type: ignore[no-any-return]
+            now: datetime = connection.execute(select(func.now())).scalar_one()
+            return now

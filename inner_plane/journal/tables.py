@@ -21,7 +21,7 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -68,6 +68,11 @@ class SignalRow(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
+    # Lane bookkeeping (migration 0002_lane).
+    claimed_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    disposition: Mapped[str | None] = mapped_column(Text)
+    disposition_reason: Mapped[str | None] = mapped_column(Text)
+    settled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         UniqueConstraint("delegate_id", "source", "dedup_key"),
@@ -87,3 +92,71 @@ class SignalRow(Base):
         Index("ix_signals_delegate_created", "delegate_id", "created_at"),
         Index("ix_signals_state_available", "state", "available_at"),
     )
+
+
+class LeaseRow(Base):
+    """One row per delegate. ``epoch`` is the fencing token: it only grows."""
+
+    __tablename__ = "leases"
+
+    delegate_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    epoch: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default=text("0"))
+    holder: Mapped[str | None] = mapped_column(Text)
+    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+
+class ActivationRow(Base):
+    __tablename__ = "activations"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=True), nullable=False)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    trigger: Mapped[str] = mapped_column(Text, nullable=False)
+    reason: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    epoch: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    holder: Mapped[str] = mapped_column(Text, nullable=False)
+    state: Mapped[str] = mapped_column(Text, nullable=False)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    signal_ids: Mapped[list[uuid.UUID]] = mapped_column(ARRAY(UUID(as_uuid=True)), nullable=False)
+    turn_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("1"))
+    error: Mapped[str | None] = mapped_column(Text)
+    agent: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    reply: Mapped[str | None] = mapped_column(Text)
+
+
+class UserTurnRow(Base):
+    __tablename__ = "user_turns"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=True), nullable=False)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    channel: Mapped[str] = mapped_column(Text, nullable=False)
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+    state: Mapped[str] = mapped_column(Text, nullable=False, server_default="queued")
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    reply: Mapped[str | None] = mapped_column(Text)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SignalEventRow(Base):
+    """Why a signal was or was not delivered yet: deferrals, claims, recoveries, retries."""
+
+    __tablename__ = "signal_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    signal_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()")
+    )
+    event: Mapped[str] = mapped_column(Text, nullable=False)
+    reason: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))

@@ -72,8 +72,7 @@ def _kind(value: str) -> str:
 def _identifier(value: str) -> str:
     if not IDENTIFIER_RE.match(value):
         raise ValueError(
-            "must be 1 to 128 characters of letters, digits and '._:-' (got "
-            f"{value[:40]!r})"
+            f"must be 1 to 128 characters of letters, digits and '._:-' (got {value[:40]!r})"
         )
     return value
 
@@ -191,6 +190,10 @@ class Signal(BaseModel):
     available_at: datetime
     expires_at: datetime | None
     updated_at: datetime
+    claimed_by: uuid.UUID | None = None
+    disposition: str | None = None
+    disposition_reason: str | None = None
+    settled_at: datetime | None = None
 
     def public(self) -> dict[str, Any]:
         """JSON-ready form used by the CLI and the HTTP API."""

@@ -1,0 +1,61 @@
+"""A scripted agent for tests: deterministic steps, optional failure, no model.
+
+Configured by a JSON script (``INNER_PLANE_AGENT_SCRIPT`` for worker processes):
+``{"steps": 2, "step_s": 0.1, "fail_kinds": ["test.poison"], "disposition": "acted",
+"reply": "ok"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from inner_plane.agent.port import (
+    AgentResult,
+    Disposition,
+    Settlement,
+    StepGuard,
+    WorkingContext,
+)
+
+
+class ScriptFailure(RuntimeError):
+    pass
+
+
+class ScriptedAgent:
+    name = "scripted"
+
+    def __init__(self, script: dict[str, Any] | None = None) -> None:
+        script = script or {}
+        self.steps = int(script.get("steps", 1))
+        self.step_s = float(script.get("step_s", 0.0))
+        self.fail_kinds = set(script.get("fail_kinds", []))
+        self.disposition = Disposition(script.get("disposition", "acted"))
+        self.reply = script.get("reply")
+        self.seen: list[WorkingContext] = []
+
+    @classmethod
+    def from_json(cls, text: str | None) -> ScriptedAgent:
+        return cls(json.loads(text) if text else None)
+
+    def run(self, context: WorkingContext, guard: StepGuard) -> AgentResult:
+        self.seen.append(context)
+        for _ in range(self.steps):
+            time.sleep(self.step_s)
+            guard.safe_point()
+        failing = [s.kind for s in context.activation.signals if s.kind in self.fail_kinds]
+        if failing:
+            raise ScriptFailure(f"scripted failure for {', '.join(sorted(set(failing)))}")
+        return AgentResult(
+            settlements={
+                signal_id: Settlement(self.disposition, "scripted")
+                for signal_id in context.rendered_signal_ids
+            },
+            reply=self.reply,
+            decision="scripted",
+            tool_actions=[
+                {"tool": "scripted.step", "key": guard.effect_key(i)} for i in range(self.steps)
+            ],
+        )

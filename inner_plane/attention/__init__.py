@@ -1,0 +1,1 @@
+"""The Attention Broker: when a signal enters the agent's awareness."""

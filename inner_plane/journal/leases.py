@@ -1,0 +1,113 @@
+"""The per-delegate lease: one activation holder at a time, fenced by a growing ``epoch``.
+
+Acquire increments the epoch; every write an activation makes runs :func:`fence` first, in the
+same transaction, so a holder whose lease was taken over (paused worker, redelivered message,
+expired lock) writes nothing. PostgreSQL ``now()`` is the only clock: worker clock skew is moot.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import Connection, Engine, text
+
+
+class LeaseLost(Exception):
+    """Another holder took the lease over: the current activation must stop writing."""
+
+    def __init__(self, delegate_id: str, epoch: int, current: int | None) -> None:
+        super().__init__(
+            f"lease of delegate {delegate_id!r} lost: holding epoch {epoch}, current {current}"
+        )
+        self.delegate_id = delegate_id
+        self.epoch = epoch
+        self.current = current
+
+
+_ENSURE = text("INSERT INTO leases (delegate_id) VALUES (:delegate) ON CONFLICT DO NOTHING")
+_ACQUIRE = text(
+    """
+    UPDATE leases
+       SET epoch = epoch + 1, holder = :holder, activation_id = NULL,
+           expires_at = now() + make_interval(secs => :ttl), updated_at = now()
+     WHERE delegate_id = :delegate AND (holder IS NULL OR expires_at < now())
+    RETURNING epoch
+    """
+)
+_RENEW = text(
+    """
+    UPDATE leases SET expires_at = now() + make_interval(secs => :ttl), updated_at = now()
+     WHERE delegate_id = :delegate AND epoch = :epoch
+    RETURNING epoch
+    """
+)
+_RELEASE = text(
+    """
+    UPDATE leases SET holder = NULL, activation_id = NULL, expires_at = NULL, updated_at = now()
+     WHERE delegate_id = :delegate AND epoch = :epoch
+    RETURNING epoch
+    """
+)
+_FENCE = text("SELECT epoch FROM leases WHERE delegate_id = :delegate FOR SHARE")
+_LIVE = text(
+    "SELECT 1 FROM leases WHERE delegate_id = :delegate AND holder IS NOT NULL "
+    "AND expires_at > now()"
+)
+_MARK = text(
+    "UPDATE leases SET activation_id = :activation WHERE delegate_id = :delegate AND epoch = :epoch"
+)
+
+
+def fence(connection: Connection, delegate_id: str, epoch: int) -> None:
+    """Raise LeaseLost unless ``epoch`` is still the delegate's current epoch. The share lock
+    orders this transaction against a concurrent takeover until it commits."""
+    current = connection.execute(_FENCE, {"delegate": delegate_id}).scalar()
+    if current != epoch:
+        raise LeaseLost(delegate_id, epoch, current)
+
+
+class Leases:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def acquire(self, delegate_id: str, holder: str, ttl_s: float) -> int | None:
+        """Take the lease if free or expired; return the new epoch, or None if it is held."""
+        with self.engine.begin() as connection:
+            connection.execute(_ENSURE, {"delegate": delegate_id})
+            epoch = connection.execute(
+                _ACQUIRE, {"delegate": delegate_id, "holder": holder, "ttl": ttl_s}
+            ).scalar()
+        return None if epoch is None else int(epoch)
+
+    def renew(self, delegate_id: str, epoch: int, ttl_s: float) -> bool:
+        with self.engine.begin() as connection:
+            renewed = connection.execute(
+                _RENEW, {"delegate": delegate_id, "epoch": epoch, "ttl": ttl_s}
+            ).scalar()
+        return renewed is not None
+
+    def release(self, delegate_id: str, epoch: int) -> bool:
+        with self.engine.begin() as connection:
+            released = connection.execute(
+                _RELEASE, {"delegate": delegate_id, "epoch": epoch}
+            ).scalar()
+        return released is not None
+
+    def mark_activation(
+        self, connection: Connection, delegate_id: str, epoch: int, activation_id: uuid.UUID
+    ) -> None:
+        connection.execute(
+            _MARK, {"delegate": delegate_id, "epoch": epoch, "activation": activation_id}
+        )
+
+    def live(self, delegate_id: str) -> bool:
+        with self.engine.connect() as connection:
+            return connection.execute(_LIVE, {"delegate": delegate_id}).first() is not None
+
+    def current_epoch(self, delegate_id: str) -> int | None:
+        with self.engine.connect() as connection:
+            value = connection.execute(
+                text("SELECT epoch FROM leases WHERE delegate_id = :delegate"),
+                {"delegate": delegate_id},
+            ).scalar()
+        return None if value is None else int(value)

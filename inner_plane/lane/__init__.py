@@ -1,0 +1,1 @@
+"""The activation lane: one base-agent activation per delegate at a time."""

@@ -1,0 +1,52 @@
+"""The sweeper, run by beat: recovers what Redis or a dead worker lost, from the journal alone.
+
+- delegates with claims or running activations but no live lease get an activate; taking the
+  lease returns their stale claims to pending (recorded as recovered);
+- delegates with due wake/interrupt signals or queued user turns and no live lease get an
+  activate (a lost wake message or flushed Redis costs one sweep period);
+- pending signals past their expires_at become expired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from inner_plane import logs
+from inner_plane.attention.wakes import send_activate
+from inner_plane.journal.activations import ActivationJournal
+from inner_plane.runtime import Runtime
+
+
+@dataclass
+class SweepReport:
+    recovered: list[str] = field(default_factory=list)
+    woken: list[str] = field(default_factory=list)
+    expired: int = 0
+
+
+def sweep(runtime: Runtime) -> SweepReport:
+    journal = ActivationJournal(runtime.engine)
+    report = SweepReport()
+    for signal in journal.expire_all():
+        report.expired += 1
+        logs.emit(
+            "expired",
+            id=signal.id,
+            kind=signal.kind,
+            source=signal.source,
+            mode=signal.mode,
+            priority=signal.priority,
+            delegate=signal.delegate_id,
+        )
+    report.recovered = journal.delegates_to_recover()
+    wake = set(report.recovered) | set(journal.delegates_to_wake())
+    for delegate_id in sorted(wake):
+        send_activate(runtime, delegate_id)
+        report.woken.append(delegate_id)
+        reason = (
+            "stale claim without a live lease"
+            if delegate_id in report.recovered
+            else ("due signals or queued user turn without a live lease")
+        )
+        logs.emit("sweeper_recovery", delegate=delegate_id, reason=reason)
+    return report

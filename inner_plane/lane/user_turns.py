@@ -1,0 +1,40 @@
+"""Genuine user turns run through the same lane as background activations."""
+
+from __future__ import annotations
+
+import uuid
+
+from inner_plane import celery_bridge, logs
+from inner_plane.journal.activations import ActivationJournal
+from inner_plane.runtime import Runtime, get_runtime
+from inner_plane.signals.model import IDENTIFIER_RE, SignalError
+
+MAX_TEXT = 100_000
+
+
+def user_turn(
+    delegate_id: str, text: str, channel: str = "text", runtime: Runtime | None = None
+) -> uuid.UUID:
+    """Queue a user turn (durably, in Postgres) and enqueue the lane for it. Any lane run of
+    the delegate takes queued user turns before background work, so the turn never waits
+    behind a queued background activation."""
+    if not IDENTIFIER_RE.match(delegate_id):
+        raise SignalError(
+            "delegate_id", "must be 1 to 128 characters of letters, digits and '._:-'"
+        )
+    if not IDENTIFIER_RE.match(channel):
+        raise SignalError("channel", "must be 1 to 128 characters of letters, digits and '._:-'")
+    if not text.strip():
+        raise SignalError("text", "must not be empty")
+    if len(text) > MAX_TEXT:
+        raise SignalError("text", f"must be at most {MAX_TEXT} characters")
+    runtime = runtime or get_runtime()
+    turn_id = ActivationJournal(runtime.engine).queue_user_turn(delegate_id, channel, text)
+    logs.emit("user_turn_queued", id=turn_id, delegate=delegate_id, channel=channel)
+    celery_bridge.send(
+        runtime.settings,
+        celery_bridge.USER_TURN_TASK,
+        celery_bridge.ACTIVATION_QUEUE,
+        args=(delegate_id, str(turn_id)),
+    )
+    return turn_id
