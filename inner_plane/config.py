@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(default=10.0, gt=0)
     # Base agent; empty means "openai" when INNER_PLANE_OPENAI_MODEL is set, else "dry-run".
     agent: str = ""
+    # JSON script of the scripted test agent (see inner_plane/agent/scripted.py).
+    agent_script: str | None = None
 
     # Context composer and model adapters (composer issue).
     openai_base_url: str | None = None  # None: the official endpoint (or OPENAI_BASE_URL)
@@ -65,6 +67,15 @@ class Settings(BaseSettings):
 
     # Deployment-specific kinds (TOML file with [kinds."name"] tables).
     kinds_file: Path | None = None
+
+    # Timers and beat's periodic work (timers issue). timers_file None: beat_schedule/timers.toml.
+    timers_file: Path | None = None
+    timers_tick_s: float = Field(default=1.0, gt=0)
+    timers_grace_s: float = Field(default=60.0, ge=0)  # lateness still "on time"
+    timers_leader_lock: bool = True  # Redis lock skipping redundant ticks (dedup is the guard)
+    timers_batch: int = Field(default=500, ge=1, le=10_000)
+    retention_age_s: float = Field(default=30 * 86_400, gt=0)
+    retention_interval_s: float = Field(default=3_600, gt=0)
 
     # Operator endpoints started by `inner-plane up`.
     flower_port: int = Field(default=5555, ge=1, le=65535)
@@ -110,7 +121,9 @@ class Settings(BaseSettings):
                 "INNER_PLANE_TASK_SOFT_TIME_LIMIT_S must be below INNER_PLANE_TASK_TIME_LIMIT_S"
             )
         if self.batch_max_age_ms < self.batch_quiet_ms:
-            raise ValueError("INNER_PLANE_BATCH_MAX_AGE_MS must be at least INNER_PLANE_BATCH_QUIET_MS")
+            raise ValueError(
+                "INNER_PLANE_BATCH_MAX_AGE_MS must be at least INNER_PLANE_BATCH_QUIET_MS"
+            )
         if not self.agent:
             object.__setattr__(self, "agent", "openai" if self.openai_model else "dry-run")
         return self

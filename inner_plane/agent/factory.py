@@ -18,9 +18,13 @@ def register_agent(name: str, factory: AgentFactory) -> None:
 def _builtin() -> None:
     if _agents:
         return
+    from inner_plane.agent.scripted import ScriptedAgent
     from inner_plane.agent.standin import StandinAgent
 
     register_agent("standin", lambda runtime: StandinAgent())
+    register_agent(
+        "scripted", lambda runtime: ScriptedAgent.from_json(runtime.settings.agent_script)
+    )
     register_agent("dry-run", _dry_run)
     register_agent("openai", _openai)
 

@@ -33,6 +33,7 @@ app.command("worker")(processes.worker)
 app.command("beat")(processes.beat)
 app.command("flower")(processes.flower)
 app.command("publish")(signals.publish_command)
+app.command("say")(activations.say)
 app.add_typer(signals.signals_app, name="signals")
 app.add_typer(db.db_app, name="db")
 app.add_typer(activations.activations_app, name="activations")
@@ -41,6 +42,7 @@ app.add_typer(memory.memory_app, name="memory")
 app.add_typer(thoughtflow.thoughtflow_app, name="thoughtflow")
 app.add_typer(processors.processors_app, name="processors")
 app.command("serve")(serve.serve)
+app.command("mcp")(serve.mcp)
 
 
 def main() -> None:
