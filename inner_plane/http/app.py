@@ -1,0 +1,251 @@
+"""The HTTP API for external processors (FastAPI): ``POST /v1/signals``, ``GET
+/v1/signals/{id}``, ``/healthz``, and the MCP adapter at ``/mcp``.
+
+Order of checks on a publication, cheapest refusal first: body size (413), credentials (401),
+rate limit (429), JSON and signal validity (422), grant (403), journal (503). Every check runs
+before anything is written, and a batch is one transaction, so no error stores anything.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from inner_plane.http import errors
+from inner_plane.http.errors import ApiError, AsciiJSONResponse
+from inner_plane.http.intake import (
+    JOURNAL_DOWN,
+    MAX_BODY_BYTES,
+    authorized,
+    path_of,
+    read_body,
+)
+from inner_plane.http.schemas import (
+    ExternalSignal,
+    Health,
+    PublishedBatch,
+    PublishedSignal,
+    SignalBatch,
+)
+from inner_plane.runtime import Runtime, get_runtime
+from inner_plane.signals.model import Signal, SignalError
+from inner_plane.sources import auth, grants
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_request(body: bytes) -> tuple[list[Any], bool]:
+    """(signals, is_batch) from a body holding one signal or {"signals": [...]}."""
+    try:
+        document = json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as error:
+        reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
+        raise SignalError("body", f"not valid JSON: {reason}"[:300]) from None
+    if not isinstance(document, dict):
+        raise SignalError(
+            "body", 'must be a signal object or {"signals": [...]}, not ' + type(document).__name__
+        )
+    if "signals" not in document:
+        return [document], False
+    extra = sorted(set(document) - {"signals"})
+    if extra:
+        raise SignalError(extra[0], "is not a batch field (a batch holds only 'signals')")
+    signals = document["signals"]
+    if not isinstance(signals, list):
+        raise SignalError("signals", "must be a list of signal objects")
+    return signals, True
+
+
+def _published(result: Any, trust: Any) -> dict[str, Any]:
+    return PublishedSignal(
+        id=result.id,
+        deduplicated=result.deduplicated,
+        kind=result.kind,
+        delegate_id=result.delegate_id,
+        mode=result.mode,
+        priority=result.priority,
+        trust=trust,
+    ).model_dump(mode="json")
+
+
+def publish_request(
+    runtime_factory: Callable[[], Runtime],
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+) -> tuple[int, dict[str, Any]]:
+    """The whole publication in one worker thread: auth, limit, parse, admit, journal."""
+    try:
+        runtime, processor = authorized(runtime_factory, method, path, headers, body)
+        raws, batch = parse_request(body)
+        published = grants.publish_for(
+            runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch
+        )
+    except SignalError as error:
+        raise errors.invalid(error.field, error.reason) from None
+    except grants.GrantError as error:
+        raise errors.forbidden(error.field, error.reason) from None
+    except JOURNAL_DOWN:
+        raise errors.unavailable() from None
+    items = [_published(result, trust) for result, trust in published]
+    status = 200 if all(item["deduplicated"] for item in items) else 201
+    return status, ({"signals": items} if batch else items[0])
+
+
+def status_request(
+    runtime_factory: Callable[[], Runtime],
+    path: str,
+    headers: Mapping[str, str],
+    signal_id: str,
+) -> dict[str, Any]:
+    try:
+        runtime, processor = authorized(runtime_factory, "GET", path, headers, b"")
+        try:
+            parsed = uuid.UUID(signal_id)
+        except ValueError:
+            raise errors.invalid("signal_id", "must be a UUID") from None
+        signal = grants.status_for(runtime, processor, parsed)
+    except JOURNAL_DOWN:
+        raise errors.unavailable() from None
+    if signal is None:
+        raise ApiError(404, "not_found", "no such signal from this processor")
+    return signal.public()
+
+
+PUBLISH_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "oneOf": [
+                    {"$ref": "#/components/schemas/ExternalSignal"},
+                    {"$ref": "#/components/schemas/SignalBatch"},
+                ]
+            }
+        }
+    },
+}
+IDEMPOTENCY_PARAMETER = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Becomes the dedup key (batch: '<key>#<index>'); a retry returns the first id",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]+$"},
+}
+
+
+def create_app(
+    runtime_factory: Callable[[], Runtime] = get_runtime,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    mcp: bool = True,
+) -> FastAPI:
+    mcp_lifespan: Callable[[], AbstractAsyncContextManager[None]] | None = None
+    mcp_route: Any = None
+    if mcp:
+        from inner_plane.mcp_adapter.http import build_route
+
+        mcp_route, mcp_lifespan = build_route(runtime_factory, max_body_bytes)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if mcp_lifespan is None:
+            yield
+        else:
+            async with mcp_lifespan():
+                yield
+
+    app = FastAPI(
+        title="inner-plane signals API",
+        version="1",
+        description=(
+            "External processors publish inner signals to a delegate. Authenticate with "
+            "`Authorization: Bearer <token>` or HMAC-SHA256 request signing "
+            "(X-Inner-Plane-Processor, X-Inner-Plane-Timestamp, X-Inner-Plane-Signature). "
+            "See docs/sources.md."
+        ),
+        lifespan=lifespan,
+    )
+    app.add_exception_handler(ApiError, errors.handle_api_error)
+    if mcp_route is not None:
+        app.router.routes.append(mcp_route)
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+    def healthz() -> Response:
+        """Liveness and journal reachability (no credentials needed)."""
+        try:
+            runtime_factory().signals.now()
+        except JOURNAL_DOWN:
+            return JSONResponse({"status": "degraded", "journal": "unreachable"}, 503)
+        return JSONResponse({"status": "ok", "journal": "ok"})
+
+    @app.post(
+        "/v1/signals",
+        status_code=201,
+        summary="Publish one signal or a batch",
+        responses={
+            201: {"model": PublishedSignal | PublishedBatch, "description": "Journaled"},
+            200: {
+                "model": PublishedSignal | PublishedBatch,
+                "description": "Every signal was a duplicate; the first ids are returned",
+            },
+            **errors.PUBLISH_ERRORS,
+        },
+        response_model=None,
+        openapi_extra={"requestBody": PUBLISH_BODY, "parameters": [IDEMPOTENCY_PARAMETER]},
+    )
+    async def post_signals(request: Request) -> Response:
+        body = await read_body(request, max_body_bytes)
+        status, payload = await run_in_threadpool(
+            publish_request, runtime_factory, "POST", path_of(request), request.headers, body
+        )
+        return AsciiJSONResponse(payload, status_code=status)
+
+    @app.get(
+        "/v1/signals/{signal_id}",
+        summary="A signal this processor published, with its processing state",
+        response_model=Signal,
+        responses=errors.STATUS_ERRORS,
+    )
+    async def get_signal(signal_id: str, request: Request) -> Response:
+        payload = await run_in_threadpool(
+            status_request, runtime_factory, path_of(request), request.headers, signal_id
+        )
+        return AsciiJSONResponse(payload)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in (ExternalSignal, SignalBatch):
+                document = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(document.pop("$defs", {}))
+                components[model.__name__] = document
+            schema["components"]["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "hmac": {"type": "apiKey", "in": "header", "name": "X-Inner-Plane-Signature"},
+            }
+            for path, operations in schema["paths"].items():
+                if path.startswith("/v1/"):
+                    for operation in operations.values():
+                        operation["security"] = [{"bearer": []}, {"hmac": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

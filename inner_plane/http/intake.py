@@ -1,0 +1,65 @@
+"""The checks every authenticated request passes, shared by the HTTP API and the MCP adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from fastapi import Request
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from inner_plane.http import errors
+from inner_plane.journal.database import SchemaError
+from inner_plane.journal.processors import Processor
+from inner_plane.runtime import Runtime
+from inner_plane.sources import auth, ratelimit
+
+MAX_BODY_BYTES = 1024 * 1024
+# Failures that mean "the journal is unreachable" (503), as opposed to bugs (500).
+JOURNAL_DOWN = (OperationalError, InterfaceError, PoolTimeout, SchemaError)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing (413) by Content-Length before reading and by actual size
+    while reading, so an oversized body is never buffered or parsed."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise errors.too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise errors.too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def authorized(
+    runtime_factory: Callable[[], Runtime],
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+) -> tuple[Runtime, Processor]:
+    """The calling processor, within its rate limit; raise ApiError (401, 429, 503)."""
+    try:
+        runtime = runtime_factory()
+        processor = auth.authenticate(runtime, method, path, headers, body)
+    except auth.AuthError:
+        raise errors.unauthorized() from None
+    except auth.Unavailable:
+        raise errors.unavailable("replay protection (Redis)") from None
+    except JOURNAL_DOWN:
+        raise errors.unavailable() from None
+    wait = ratelimit.retry_after(runtime, processor)
+    if wait is not None:
+        raise errors.rate_limited(wait)
+    return runtime, processor
+
+
+def path_of(request: Request) -> str:
+    """The path a signature covers: exactly what the client requested, query included."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    query = request.scope.get("query_string") or b""
+    return (raw + (b"?" + query if query else b"")).decode("latin-1")

@@ -1,0 +1,1 @@
+"""Signal sources: Copilot task reports, and external processors over HTTP and MCP."""

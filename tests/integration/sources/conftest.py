@@ -1,0 +1,99 @@
+"""A real `inner-plane serve` on the test stores, once per session, and helpers to register
+processors and sign requests."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from inner_plane.runtime import Runtime
+from inner_plane.services.embedded import free_port
+from inner_plane.sources import credentials, processors
+from tests.support.processes import ChildProcess
+from tests.support.stores import Stores
+
+
+def wait_healthy(url: str, child: ChildProcess, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert child.process is not None
+        if child.process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"API did not become healthy:\n{child.output()[-4000:]}")
+        time.sleep(0.1)
+
+
+def start_api(
+    name: str, env: dict[str, str], log_dir: Any, workers: int = 1
+) -> tuple[ChildProcess, str]:
+    port = free_port()
+    command = [
+        sys.executable, "-m", "inner_plane", "serve", "--host", "127.0.0.1", "--port", str(port),
+        "--workers", str(workers),
+    ]  # fmt: skip
+    child = ChildProcess(name, command, env, log_dir).start()
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, child)
+    return child, url
+
+
+@pytest.fixture(scope="session")
+def api(stores: Stores, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a running `inner-plane serve` (one worker) on the test stores."""
+    log_dir = tmp_path_factory.mktemp("api-logs")
+    child, url = start_api("api", stores.env(), log_dir)
+    yield url
+    child.stop()
+
+
+@pytest.fixture
+def http(api: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=api, timeout=30) as client:
+        yield client
+
+
+def register(runtime: Runtime, name: str = "ci", **grant: Any) -> str:
+    """Register a processor; return its secret."""
+    _, secret = processors.add(runtime, name, **grant)
+    return secret
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def signed(
+    name: str,
+    key: str,
+    body: bytes,
+    path: str = "/v1/signals",
+    method: str = "POST",
+    idempotency_key: str = "",
+    timestamp: int | None = None,
+) -> dict[str, str]:
+    stamp = str(int(time.time()) if timestamp is None else timestamp)
+    headers = {
+        "X-Inner-Plane-Processor": name,
+        "X-Inner-Plane-Timestamp": stamp,
+        "X-Inner-Plane-Signature": credentials.sign(
+            key, stamp, method, path, body, idempotency_key
+        ),
+        "Content-Type": "application/json",
+    }
+    if idempotency_key:
+        headers["Idempotency-Key"] = idempotency_key
+    return headers
+
+
+def encode(value: Any) -> bytes:
+    return json.dumps(value).encode()
