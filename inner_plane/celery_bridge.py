@@ -23,6 +23,7 @@ PUBLISH_MANY_TASK = "inner_plane.publish_many"
 ACTIVATE_TASK = "inner_plane.activate"
 USER_TURN_TASK = "inner_plane.user_turn"
 SWEEP_TASK = "inner_plane.sweep"
+REPORT_TASK_TASK = "inner_plane.report_task"
 
 
 @functools.cache
@@ -64,3 +65,18 @@ def send_publish(settings: Settings, signal: dict[str, Any]) -> str:
 
 def send_publish_many(settings: Settings, signals: list[dict[str, Any]]) -> str:
     return send(settings, PUBLISH_MANY_TASK, SIGNALS_QUEUE, args=(signals,))
+
+
+def send_report_task(
+    settings: Settings,
+    status: str,
+    task_id: str,
+    title: str,
+    delegate_id: str = "default",
+    detail: Any = None,
+) -> str:
+    """A task runner in another process reports a Copilot task (completed, input_required,
+    failed); the signals worker journals it (inner_plane.sources.copilot.report_task)."""
+    return send(
+        settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args=(status, task_id, title, delegate_id, detail)
+    )

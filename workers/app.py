@@ -61,6 +61,7 @@ def configure(app: Celery, settings: Settings) -> None:
         task_routes={
             names.PUBLISH_TASK: {"queue": names.SIGNALS_QUEUE},
             names.PUBLISH_MANY_TASK: {"queue": names.SIGNALS_QUEUE},
+            names.REPORT_TASK_TASK: {"queue": names.SIGNALS_QUEUE},
             names.ACTIVATE_TASK: {"queue": names.ACTIVATION_QUEUE},
             names.USER_TURN_TASK: {"queue": names.ACTIVATION_QUEUE},
             names.SWEEP_TASK: {"queue": names.PERIODIC_QUEUE},

@@ -58,7 +58,9 @@ ROLES = ("signals", "activation", "periodic", "beat", "flower")
 def default_processes(settings: Settings) -> list[ProcessSpec]:
     inner = [sys.executable, "-m", "inner_plane"]
     flower = f"http://{settings.flower_address}:{settings.flower_port}/"
+    api = f"http://{settings.api_host}:{settings.api_port}/"
     return [
         ProcessSpec("signals-worker", [*inner, "worker", "signals"], "queue 'signals'"),
+        ProcessSpec("api", [*inner, "serve"], api),
         ProcessSpec("flower", [*inner, "flower"], flower),
     ]
