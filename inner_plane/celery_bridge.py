@@ -77,6 +77,5 @@ def send_report_task(
 ) -> str:
     """A task runner in another process reports a Copilot task (completed, input_required,
     failed); the signals worker journals it (inner_plane.sources.copilot.report_task)."""
-    return send(
-        settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args=(status, task_id, title, delegate_id, detail)
-    )
+    args = (status, task_id, title, delegate_id, detail)
+    return send(settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args=args)
