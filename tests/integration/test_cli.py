@@ -280,6 +280,7 @@ def test_publish_through_celery_without_a_worker_prints_the_task_id(
     # Enqueued, not journaled: no worker runs in this test.
     assert runtime.signals.count() == 0
     assert runtime.redis.llen("signals") == 1
+    runtime.redis.delete("signals")  # no worker should ever journal it later
 
 
 def test_signals_list_and_show_json(cli: CliRunner, runtime: Runtime) -> None:
