@@ -6,6 +6,7 @@ sweeper period, because the sweeper re-wakes every delegate with due signals in 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import redis
@@ -51,10 +52,8 @@ def schedule_wake(runtime: Runtime, delegate_id: str, urgent: bool = False) -> b
 
 
 def clear_debounce(runtime: Runtime, delegate_id: str) -> None:
-    try:
+    with contextlib.suppress(redis.RedisError):
         runtime.redis.delete(redis_keys.wake_debounce(delegate_id))
-    except redis.RedisError:
-        pass
 
 
 @on_published

@@ -13,6 +13,7 @@ sweeper.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -145,10 +146,8 @@ class Lane:
                     self.leases.release(delegate_id, epoch)
         finally:
             if lock:
-                try:
+                with contextlib.suppress(redis.RedisError, redis.exceptions.LockError):
                     lock.release()
-                except (redis.RedisError, redis.exceptions.LockError):
-                    pass
         if not outcome.lease_lost:
             self._after_release(delegate_id, reschedule)
         return outcome
@@ -195,7 +194,8 @@ class Lane:
             step_or_wait = self._next_step(delegate_id, epoch, reason if first else "drain", first)
             if not isinstance(step_or_wait, _Step):
                 return step_or_wait
-            first = False
+            if step_or_wait.turn_id is None:
+                first = False  # later background batches of this run are drains
             outcome.activations.append(step_or_wait.activation.id)
             self._run_activation(step_or_wait, heartbeat)
 
