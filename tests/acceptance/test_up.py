@@ -1,0 +1,155 @@
+"""`inner-plane up` on a fresh data dir: it starts embedded PostgreSQL and Redis itself, migrates,
+supervises a signals worker and Flower, accepts signals through Celery, and on Ctrl-C stops every
+process it started."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from inner_plane.services.embedded import free_port
+from tests.support.processes import ChildProcess
+from tests.support.stores import ROOT
+
+pytestmark = pytest.mark.acceptance
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) is not running.
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
+            return False
+    return True
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if text in (entry / "cmdline").read_bytes().decode(errors="replace") and alive(
+                int(entry.name)
+            ):
+                found.append(int(entry.name))
+    return found
+
+
+def wait_gone(pids: set[int], timeout: float = 30.0) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = {pid for pid in pids if alive(pid)}
+        if not left:
+            return left
+        time.sleep(0.1)
+    return {pid for pid in pids if alive(pid)}
+
+
+def test_up_runs_the_plane_and_stops_everything_on_ctrl_c(
+    tmp_path: Path, children: list[ChildProcess]
+) -> None:
+    data_dir = tmp_path / "plane"
+    flower_port, api_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INNER_PLANE_")}
+    env.update(
+        INNER_PLANE_DATA_DIR=str(data_dir),
+        INNER_PLANE_FLOWER_PORT=str(flower_port),
+        INNER_PLANE_API_PORT=str(api_port),
+        PYTHONUNBUFFERED="1",
+    )
+    up = ChildProcess("up", [sys.executable, "-m", "inner_plane", "up"], env, tmp_path)
+    children.append(up.start())
+
+    up.wait_for("inner-plane: running; press Ctrl-C to stop", timeout=90)
+    up.wait_for(" ready.", timeout=60)  # the signals worker consumes
+    output = up.output()
+    assert f"inner-plane: embedded PostgreSQL: {data_dir / 'pg'}" in output
+    assert re.search(r"inner-plane: embedded Redis \(started\): redis://127\.0\.0\.1:\d+/0", output)
+    assert "inner-plane: journal migrated: " in output
+    started = dict(re.findall(r"inner-plane: started ([\w-]+) \(pid (\d+)\)", output))
+    # Later capabilities add processes (activation worker, beat, API); these two are the base.
+    assert {"signals-worker", "flower"} <= set(started)
+    assert "queue 'signals'" in output
+    assert f"http://127.0.0.1:{flower_port}/" in output
+
+    # Flower answers where `up` said it would.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert httpx.get(f"http://127.0.0.1:{flower_port}/healthcheck", timeout=2).text == "OK"
+            break
+        except (httpx.HTTPError, AssertionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+    # Remember every server process before stopping, to prove none is left behind.
+    redis_pid = json.loads((data_dir / "redis" / "server.json").read_text())["pid"]
+    postmaster_pid = int((data_dir / "pg" / "postmaster.pid").read_text().split()[0])
+    plane_pids = set(processes_mentioning(str(data_dir)))  # postgres and its backends
+    supervised = {int(pid) for pid in started.values()}
+    for pid in list(supervised):  # e.g. the prefork pool children of each worker
+        with contextlib.suppress(psutil.Error):
+            supervised |= {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    assert alive(redis_pid) and alive(postmaster_pid)
+
+    # A developer's second terminal: same data dir, no URLs: it attaches to the running servers.
+    cli = [sys.executable, "-m", "inner_plane"]
+    dedup_key = f"up-{uuid.uuid4().hex[:8]}"
+    published = subprocess.run(
+        [*cli, "publish", "--kind", "task.completed", "--source", "dev", "--dedup-key", dedup_key,
+         "--data", '{"task_id": "T1"}', "--wait", "--json"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert published.returncode == 0, published.stderr
+    signal_id = json.loads(published.stdout)["id"]
+    up.wait_for(f"[inner-context] event=published id={signal_id}", timeout=30)
+    assert "via=celery" in up.output().split(f"event=published id={signal_id}", 1)[1][:300]
+
+    shown = subprocess.run(
+        [*cli, "signals", "show", signal_id, "--json"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert (record["kind"], record["source"], record["dedup_key"]) == (
+        "task.completed",
+        "dev",
+        dedup_key,
+    )
+    # The CLI processes only attached: the servers still run for `up`.
+    assert alive(redis_pid) and alive(postmaster_pid)
+
+    # Ctrl-C in the terminal running `up`.
+    assert up.process is not None
+    offset = len(up.output())
+    os.kill(up.pid, signal.SIGINT)
+    assert up.process.wait(60) == 0
+    tail = up.output()[offset:]
+    for name in started:
+        assert f"inner-plane: stopping {name}" in tail
+    assert "Warm shutdown" in tail
+    assert tail.rstrip().endswith("inner-plane: stopped")
+
+    leftovers = wait_gone({redis_pid, postmaster_pid} | plane_pids | supervised)
+    assert not leftovers, f"processes left running: {sorted(leftovers)}"
+    assert processes_mentioning(str(data_dir)) == []
+    assert not (data_dir / "pg" / "postmaster.pid").exists()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{flower_port}/healthcheck", timeout=2)
