@@ -1,12 +1,49 @@
-"""Beat wiring: the periodic work Celery Beat runs (timer tick, sweeper, retention)."""
+"""Beat wiring: the periodic work Celery Beat runs (timer tick, sweeper, retention), and the
+check that refuses to start beat on an invalid timers file."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from inner_plane.config import Settings
+from celery.signals import beat_init
+
+from inner_plane import celery_bridge as names
+from inner_plane.config import Settings, load_settings
+from inner_plane.timers.spec import TimerError
+from inner_plane.timers.static import load_static_timers, timers_file
+
+
+def _periodic(task: str, every_s: float) -> dict[str, Any]:
+    return {
+        "task": task,
+        "schedule": every_s,
+        # A tick left in the queue while the periodic worker was down is stale: drop it rather
+        # than run a backlog of them (the next tick catches up from the journal anyway).
+        "options": {"queue": names.PERIODIC_QUEUE, "expires": max(5.0, every_s * 5)},
+    }
 
 
 def celery_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     """The ``beat_schedule`` of the Celery app."""
-    return {}
+    return {
+        "timers-tick": _periodic(names.TIMERS_TICK_TASK, settings.timers_tick_s),
+        "lane-sweep": _periodic(names.SWEEP_TASK, settings.sweep_interval_s),
+        "journal-retention": _periodic(names.RETENTION_TASK, settings.retention_interval_s),
+    }
+
+
+@beat_init.connect
+def check_timers_file(**_: Any) -> None:
+    """Fail beat's start on an invalid timers file, naming the entry and the field."""
+    try:
+        specs = load_static_timers(timers_file(load_settings()))
+    except TimerError as error:
+        sys.stderr.write(f"inner-plane: error: invalid timers file: {error}\n")
+        sys.stderr.flush()
+        # SystemExit, not an exception: Celery logs and swallows exceptions raised by signal
+        # handlers, and beat must not run with a broken schedule.
+        raise SystemExit(2) from None
+    sys.stderr.write(
+        f"inner-plane: {len(specs)} static timer(s) from {timers_file(load_settings())}\n"
+    )

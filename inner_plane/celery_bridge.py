@@ -23,6 +23,8 @@ PUBLISH_MANY_TASK = "inner_plane.publish_many"
 ACTIVATE_TASK = "inner_plane.activate"
 USER_TURN_TASK = "inner_plane.user_turn"
 SWEEP_TASK = "inner_plane.sweep"
+TIMERS_TICK_TASK = "inner_plane.timers_tick"
+RETENTION_TASK = "inner_plane.retention"
 REPORT_TASK_TASK = "inner_plane.report_task"
 
 

@@ -65,6 +65,8 @@ def configure(app: Celery, settings: Settings) -> None:
             names.ACTIVATE_TASK: {"queue": names.ACTIVATION_QUEUE},
             names.USER_TURN_TASK: {"queue": names.ACTIVATION_QUEUE},
             names.SWEEP_TASK: {"queue": names.PERIODIC_QUEUE},
+            names.TIMERS_TICK_TASK: {"queue": names.PERIODIC_QUEUE},
+            names.RETENTION_TASK: {"queue": names.PERIODIC_QUEUE},
         },
         # Periodic work (timer tick, sweeper, retention) lives in beat_schedule/.
         beat_schedule=celery_beat_schedule(settings),

@@ -1,1 +1,29 @@
-"""Celery tasks: timers."""
+"""Beat's periodic work on the ``periodic`` queue: the timer tick and journal retention."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from celery import shared_task
+
+from inner_plane import celery_bridge as names
+from inner_plane import logs
+from inner_plane.journal.retention import delete_finished_signals
+from inner_plane.runtime import get_runtime
+from inner_plane.timers import tick
+
+
+# No retries: a failed tick is simply followed by the next one, which catches up.
+@shared_task(name=names.TIMERS_TICK_TASK, acks_late=True, ignore_result=True)
+def timers_tick() -> dict[str, Any]:
+    return tick().public()
+
+
+@shared_task(name=names.RETENTION_TASK, acks_late=True, ignore_result=True)
+def retention() -> int:
+    runtime = get_runtime()
+    age = timedelta(seconds=runtime.settings.retention_age_s)
+    deleted = delete_finished_signals(runtime.engine, age)
+    logs.emit("retention", source="beat", deleted=deleted, older_than_s=age.total_seconds())
+    return deleted

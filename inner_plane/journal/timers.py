@@ -1,0 +1,264 @@
+"""All access to the timer tables: dynamic timers and the per-timer state of static ones.
+
+Both tables keep a cursor, ``last_moment``: the latest scheduled moment already handled (fired
+or skipped). Ticks lock the rows they handle (``FOR UPDATE SKIP LOCKED``), so two ticks at once
+split the work instead of repeating it; the journal's dedup key still makes a repeat harmless.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    CheckConstraint,
+    Connection,
+    DateTime,
+    Double,
+    Engine,
+    Index,
+    SmallInteger,
+    Table,
+    Text,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, mapped_column
+
+from inner_plane.journal.tables import Base
+
+TIMER_STATES = ("active", "done", "cancelled")
+
+
+class TimerRow(Base):
+    """A dynamic timer (created through the API, the CLI or the agent's tool)."""
+
+    __tablename__ = "timers"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    purpose: Mapped[str] = mapped_column(Text, nullable=False)
+    cron: Mapped[str | None] = mapped_column(Text)
+    timezone: Mapped[str] = mapped_column(Text, nullable=False)
+    every_s: Mapped[float | None] = mapped_column(Double)
+    start_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    mode: Mapped[str] = mapped_column(Text, nullable=False)
+    priority: Mapped[int | None] = mapped_column(SmallInteger)
+    missed: Mapped[str] = mapped_column(Text, nullable=False)
+    catch_up_s: Mapped[float] = mapped_column(Double, nullable=False)
+    state: Mapped[str] = mapped_column(Text, nullable=False)
+    created_by: Mapped[str] = mapped_column(Text, nullable=False)
+    last_moment: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_fired: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    next_due: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (
+        CheckConstraint(f"state IN {TIMER_STATES}", name="state"),
+        CheckConstraint("missed IN ('latest', 'skip')", name="missed"),
+        CheckConstraint("num_nonnulls(cron, every_s, at) = 1", name="one_schedule"),
+        # One active timer per name and delegate; a cancelled or finished name can be reused.
+        Index(
+            "uq_timers_active_name",
+            "delegate_id",
+            "name",
+            unique=True,
+            postgresql_where=text("state = 'active'"),
+        ),
+        # The tick's query: active timers whose next moment has come.
+        Index("ix_timers_due", "next_due", postgresql_where=text("state = 'active'")),
+    )
+
+
+class StaticTimerStateRow(Base):
+    """Per-timer state of a static (file) timer, keyed by its name."""
+
+    __tablename__ = "static_timer_state"
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    # Moments up to the first time a tick saw the timer are not due (no firing of the past).
+    first_seen_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    last_moment: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_fired: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+
+_TIMERS = cast(Table, TimerRow.__table__)
+_STATIC = cast(Table, StaticTimerStateRow.__table__)
+
+
+class TimerNameTaken(Exception):
+    """An active timer with this name already exists for the delegate."""
+
+
+@dataclass(frozen=True)
+class CursorUpdate:
+    """What a tick writes back for one timer it handled."""
+
+    key: uuid.UUID | str  # timer id (dynamic) or name (static)
+    moment: datetime
+    fired: bool
+    next_due: datetime | None = None
+
+
+# Given the locked rows (as mappings), publish what is due and return the cursor updates.
+Handler = Callable[[Sequence[dict[str, Any]]], Sequence[CursorUpdate]]
+
+
+class TimerJournal:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def now(self) -> datetime:
+        with self.engine.connect() as connection:
+            value: datetime = connection.execute(select(func.now())).scalar_one()
+            return value
+
+    # Dynamic timers.
+
+    def add(self, values: dict[str, Any]) -> dict[str, Any]:
+        try:
+            with self.engine.begin() as connection:
+                row = connection.execute(insert(_TIMERS).values(**values).returning(_TIMERS))
+                return dict(row.one()._mapping)
+        except IntegrityError as error:
+            if "uq_timers_active_name" in str(error.orig):
+                raise TimerNameTaken(values["name"]) from None
+            raise
+
+    def get(self, timer_id: uuid.UUID) -> dict[str, Any] | None:
+        with self.engine.connect() as connection:
+            row = connection.execute(select(_TIMERS).where(_TIMERS.c.id == timer_id)).first()
+        return None if row is None else dict(row._mapping)
+
+    def find_active(self, delegate_id: str, name: str) -> dict[str, Any] | None:
+        query = select(_TIMERS).where(
+            _TIMERS.c.delegate_id == delegate_id,
+            _TIMERS.c.name == name,
+            _TIMERS.c.state == "active",
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query).first()
+        return None if row is None else dict(row._mapping)
+
+    def list_timers(
+        self, delegate_id: str | None = None, include_finished: bool = False, limit: int = 1_000
+    ) -> list[dict[str, Any]]:
+        query = select(_TIMERS).order_by(_TIMERS.c.next_due.asc().nulls_last()).limit(limit)
+        if delegate_id is not None:
+            query = query.where(_TIMERS.c.delegate_id == delegate_id)
+        if not include_finished:
+            query = query.where(_TIMERS.c.state == "active")
+        with self.engine.connect() as connection:
+            return [dict(row._mapping) for row in connection.execute(query)]
+
+    def cancel(self, timer_id: uuid.UUID) -> dict[str, Any] | None:
+        """Cancel an active timer; None if it is not active (unknown, done or cancelled)."""
+        statement = (
+            update(_TIMERS)
+            .where(_TIMERS.c.id == timer_id, _TIMERS.c.state == "active")
+            .values(state="cancelled", next_due=None, updated_at=func.now())
+            .returning(_TIMERS)
+        )
+        with self.engine.begin() as connection:
+            row = connection.execute(statement).first()
+        return None if row is None else dict(row._mapping)
+
+    def due_ids(self, now: datetime, limit: int) -> list[uuid.UUID]:
+        """The plain indexed query for due timers (the benchmark's baseline)."""
+        query = (
+            select(_TIMERS.c.id)
+            .where(_TIMERS.c.state == "active", _TIMERS.c.next_due <= now)
+            .order_by(_TIMERS.c.next_due)
+            .limit(limit)
+        )
+        with self.engine.connect() as connection:
+            return [row[0] for row in connection.execute(query)]
+
+    def handle_due(self, now: datetime, limit: int, handler: Handler) -> int:
+        """Lock up to ``limit`` due timers, let ``handler`` publish, write its updates back in
+        the same transaction. Returns how many rows were locked. A crash after publishing and
+        before the commit leaves the cursor behind; the next tick re-publishes, and the journal
+        deduplicates."""
+        query = (
+            select(_TIMERS)
+            .where(_TIMERS.c.state == "active", _TIMERS.c.next_due <= now)
+            .order_by(_TIMERS.c.next_due)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        with self.engine.begin() as connection:
+            rows = [dict(row._mapping) for row in connection.execute(query)]
+            if rows:
+                self._write_dynamic(connection, handler(rows))
+            return len(rows)
+
+    @staticmethod
+    def _write_dynamic(connection: Connection, updates: Sequence[CursorUpdate]) -> None:
+        for item in updates:
+            values: dict[str, Any] = {
+                "last_moment": item.moment,
+                "next_due": item.next_due,
+                "updated_at": func.now(),
+            }
+            if item.fired:
+                values["last_fired"] = item.moment
+            if item.next_due is None:
+                values["state"] = "done"
+            connection.execute(update(_TIMERS).where(_TIMERS.c.id == item.key).values(**values))
+
+    # Static timers.
+
+    def static_states(self, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        query = select(_STATIC)
+        if names is not None:
+            query = query.where(_STATIC.c.name.in_(list(names)))
+        with self.engine.connect() as connection:
+            return {row.name: dict(row._mapping) for row in connection.execute(query)}
+
+    def handle_static(self, names: Sequence[str], handler: Handler) -> int:
+        """Make sure each static timer has a state row, lock the rows no other tick holds, and
+        write back the handler's updates in the same transaction."""
+        if not names:
+            return 0
+        with self.engine.begin() as connection:
+            connection.execute(
+                pg_insert(_STATIC)
+                .values([{"name": name} for name in names])
+                .on_conflict_do_nothing()
+            )
+        query = (
+            select(_STATIC)
+            .where(_STATIC.c.name.in_(list(names)))
+            .order_by(_STATIC.c.name)
+            .with_for_update(skip_locked=True)
+        )
+        with self.engine.begin() as connection:
+            rows = [dict(row._mapping) for row in connection.execute(query)]
+            if rows:
+                for item in handler(rows):
+                    values: dict[str, Any] = {"last_moment": item.moment, "updated_at": func.now()}
+                    if item.fired:
+                        values["last_fired"] = item.moment
+                    connection.execute(
+                        update(_STATIC).where(_STATIC.c.name == item.key).values(**values)
+                    )
+            return len(rows)

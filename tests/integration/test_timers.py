@@ -1,0 +1,341 @@
+"""Timers on real PostgreSQL and Redis: the dynamic-timer API, the tick, concurrent ticks,
+retention."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from inner_plane.config import build_settings
+from inner_plane.journal.retention import delete_finished_signals
+from inner_plane.journal.timers import TimerJournal
+from inner_plane.runtime import Runtime, build_runtime
+from inner_plane.signals.kinds import KindRegistry
+from inner_plane.signals.model import Mode
+from inner_plane.timers import (
+    TimerError,
+    add_timer,
+    cancel_timer,
+    get_timer,
+    list_timers,
+    set_timer,
+    tick,
+)
+
+
+@pytest.fixture
+def timers_rt(runtime: Runtime, tmp_path: Path) -> Runtime:
+    """The test runtime with its own timers file and no leader lock (ticks are explicit)."""
+    path = tmp_path / "timers.toml"
+    path.write_text(
+        '[timers.static-pulse]\ndelegate = "ops"\nevery_s = 86400\npurpose = "Static pulse"\n'
+    )
+    settings = build_settings(
+        database_url=runtime.settings.database_url,
+        redis_url=runtime.settings.redis_url,
+        data_dir=runtime.settings.data_dir,
+        timers_file=path,
+        timers_leader_lock=False,
+        timers_grace_s=5,
+    )
+    return build_runtime(settings, registry=KindRegistry())
+
+
+def timer_signals(rt: Runtime, name: str | None = None) -> list[dict[str, object]]:
+    rows = [s for s in rt.signals.list(kind="timer.due", limit=10_000)]
+    found = [
+        {
+            "timer": s.data["timer"],
+            "scheduled_for": s.data["scheduled_for"],
+            "data": s.data,
+            "delegate": s.delegate_id,
+            "mode": s.mode,
+            "priority": s.priority,
+            "dedup_key": s.dedup_key,
+            "source": s.source,
+            "occurred_at": s.occurred_at,
+        }
+        for s in rows
+    ]
+    return [f for f in found if name is None or f["timer"] == name]
+
+
+def db_now(rt: Runtime) -> datetime:
+    return TimerJournal(rt.engine).now()
+
+
+def test_add_list_cancel_a_dynamic_timer(timers_rt: Runtime, context_log) -> None:
+    info = add_timer(
+        {
+            "name": "review",
+            "purpose": "Weekly review",
+            "cron": "0 9 * * 1",
+            "timezone": "Europe/Berlin",
+        },
+        runtime=timers_rt,
+    )
+    assert info.origin == "dynamic" and info.state == "active" and info.id is not None
+    assert info.next_due is not None and info.next_due > db_now(timers_rt)
+    assert info.next_due.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin")).hour == 9
+    listed = {t.name: t for t in list_timers(runtime=timers_rt)}
+    assert set(listed) == {"static-pulse", "review"}
+    assert listed["static-pulse"].origin == "static" and listed["static-pulse"].next_due is not None
+    assert listed["review"].next_due == info.next_due
+    [line] = context_log.lines("timer_added")
+    assert "timer=review" in line and "kind=timer.due" in line
+
+    cancelled = cancel_timer("review", runtime=timers_rt)
+    assert cancelled.state == "cancelled" and cancelled.next_due is None
+    assert [t.name for t in list_timers(runtime=timers_rt)] == ["static-pulse"]
+    assert {t.name for t in list_timers(runtime=timers_rt, include_finished=True)} == {
+        "static-pulse",
+        "review",
+    }
+    # The name is free again once the timer is cancelled.
+    again = add_timer({"name": "review", "purpose": "p", "every_s": 60}, runtime=timers_rt)
+    assert again.id != info.id
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "reason"),
+    [
+        ({"name": "x", "purpose": "p", "at": "2001-01-01T00:00:00Z"}, "at", "in the past"),
+        ({"name": "x", "purpose": "p"}, "schedule", "exactly one of"),
+        ({"name": "x y", "purpose": "p", "every_s": 5}, "name", "letters, digits"),
+        ({"name": "x", "purpose": "p", "cron": "bad"}, "cron", "five fields"),
+        ({"name": "x", "purpose": "p", "every_s": 5, "timezone": "Mars/Base"}, "timezone", "known"),
+        ({"name": "static-pulse", "purpose": "p", "every_s": 5}, "name", "static timer"),
+        ({"name": "x", "purpose": "p", "at": "2030-01-01T00:00", "mode": "shout"}, "mode", ""),
+    ],
+)
+def test_bad_timer_is_rejected_and_nothing_stored(
+    timers_rt: Runtime, raw: dict[str, object], field: str, reason: str
+) -> None:
+    with pytest.raises(TimerError) as error:
+        add_timer(raw, runtime=timers_rt)
+    assert error.value.field == field and reason in error.value.reason
+    assert TimerJournal(timers_rt.engine).list_timers(include_finished=True) == []
+
+
+def test_duplicate_active_name_is_rejected(timers_rt: Runtime) -> None:
+    add_timer({"name": "dup", "purpose": "p", "every_s": 60}, runtime=timers_rt)
+    with pytest.raises(TimerError) as error:
+        add_timer({"name": "dup", "purpose": "other", "every_s": 30}, runtime=timers_rt)
+    assert error.value.field == "name"
+    assert len(TimerJournal(timers_rt.engine).list_timers()) == 1
+    # Another delegate may use the name.
+    add_timer(
+        {"name": "dup", "delegate_id": "other", "purpose": "p", "every_s": 5}, runtime=timers_rt
+    )
+
+
+def test_cancel_errors(timers_rt: Runtime) -> None:
+    with pytest.raises(TimerError, match="no active timer"):
+        cancel_timer("nope", runtime=timers_rt)
+    with pytest.raises(TimerError, match="static timer"):
+        cancel_timer("static-pulse", runtime=timers_rt)
+    with pytest.raises(TimerError, match="no such timer"):
+        cancel_timer(uuid.uuid4(), runtime=timers_rt)
+    info = add_timer({"name": "once", "purpose": "p", "every_s": 5}, runtime=timers_rt)
+    cancel_timer(str(info.id), runtime=timers_rt)
+    with pytest.raises(TimerError, match="already cancelled"):
+        cancel_timer(str(info.id), runtime=timers_rt)
+
+
+def test_tick_publishes_one_signal_per_due_moment_with_identity_and_purpose(
+    timers_rt: Runtime,
+) -> None:
+    info = add_timer(
+        {"name": "standup", "purpose": "Daily standup", "every_s": 60, "priority": 65},
+        runtime=timers_rt,
+    )
+    assert info.next_due is not None
+    report = tick(timers_rt, now=info.next_due + timedelta(seconds=1))
+    assert report.fired == 1 and report.fired_names == ["standup"]
+    [signal] = timer_signals(timers_rt, "standup")
+    moment = info.next_due.astimezone(UTC).isoformat()
+    assert signal["data"] == {
+        "timer": "standup",
+        "scheduled_for": moment,
+        "recurrence": "every 60s",
+        "purpose": "Daily standup",
+    }
+    assert signal["dedup_key"] == f"timer:standup:{moment}"
+    assert (signal["source"], signal["mode"], signal["priority"]) == ("timers", Mode.WAKE, 65)
+    assert signal["occurred_at"] == info.next_due
+    # The same tick again (a second beat) changes nothing.
+    again = tick(timers_rt, now=info.next_due + timedelta(seconds=2))
+    assert again.fired == 0
+    assert len(timer_signals(timers_rt, "standup")) == 1
+    stored = get_timer(info.id, runtime=timers_rt)  # type: ignore[arg-type]
+    assert stored is not None and stored.last_fired == info.next_due
+    assert stored.next_due == info.next_due + timedelta(seconds=60)
+
+
+def test_static_timer_fires_from_the_file_and_keeps_state_by_name(timers_rt: Runtime) -> None:
+    first = tick(timers_rt)  # first sight: records the timer, fires nothing of the past
+    assert first.fired == 0 and first.static_timers == 1
+    state = TimerJournal(timers_rt.engine).static_states()["static-pulse"]
+    seen = state["first_seen_at"]
+    moment = datetime.fromtimestamp((seen.timestamp() // 86_400 + 1) * 86_400, UTC)
+    report = tick(timers_rt, now=moment + timedelta(seconds=1))
+    assert report.fired_names == ["static-pulse"]
+    [signal] = timer_signals(timers_rt, "static-pulse")
+    assert signal["delegate"] == "ops"
+    assert signal["scheduled_for"] == moment.isoformat()
+    state = TimerJournal(timers_rt.engine).static_states()["static-pulse"]
+    assert state["last_fired"] == moment == state["last_moment"]
+
+
+def test_missed_moments_fire_latest_once_or_none(timers_rt: Runtime, context_log) -> None:
+    start = db_now(timers_rt) + timedelta(seconds=30)
+    latest = add_timer(
+        {"name": "latest", "purpose": "p", "every_s": 60, "start": start.isoformat()},
+        runtime=timers_rt,
+    )
+    skip = add_timer(
+        {
+            "name": "skip",
+            "purpose": "p",
+            "every_s": 60,
+            "start": start.isoformat(),
+            "missed": "skip",
+        },
+        runtime=timers_rt,
+    )
+    assert latest.next_due == skip.next_due == start
+    # Three moments (start, +60, +120) pass without a tick; then a tick 10 s after the third.
+    report = tick(timers_rt, now=start + timedelta(seconds=130))
+    assert (report.caught_up, report.skipped) == (1, 1)
+    [fired] = timer_signals(timers_rt)
+    assert fired["timer"] == "latest"
+    assert fired["scheduled_for"] == (start + timedelta(seconds=120)).isoformat()
+    assert context_log.lines("timer_caught_up") and context_log.lines("timer_skipped")
+    # Both are back on schedule for the next moment.
+    report = tick(timers_rt, now=start + timedelta(seconds=181))
+    assert sorted(report.fired_names) == ["latest", "skip"]
+
+
+def test_one_shot_fires_once_and_is_done(timers_rt: Runtime, context_log) -> None:
+    at = db_now(timers_rt) + timedelta(seconds=30)
+    info = set_timer("Call the bank", at=at.isoformat(), name="bank", runtime=timers_rt)
+    assert info["next_due"] is not None and info["recurrence"] == "once"
+    assert tick(timers_rt, now=at + timedelta(seconds=1)).fired == 1
+    assert tick(timers_rt, now=at + timedelta(seconds=90)).fired == 0
+    stored = get_timer(uuid.UUID(info["id"]), runtime=timers_rt)
+    assert stored is not None and stored.state == "done" and stored.next_due is None
+    assert len(timer_signals(timers_rt, "bank")) == 1
+    assert context_log.lines("timer_done")
+    assert "bank" not in {t.name for t in list_timers(runtime=timers_rt)}
+
+
+def test_agent_tool_reads_wall_times_in_the_timer_zone(timers_rt: Runtime) -> None:
+    tomorrow = (db_now(timers_rt) + timedelta(days=1)).date()
+    info = set_timer(
+        "Remind me to call mum", at=f"{tomorrow}T17:00", timezone="Europe/Berlin", runtime=timers_rt
+    )
+    assert info["name"].startswith("reminder-") and info["timezone"] == "Europe/Berlin"
+    due = datetime.fromisoformat(info["next_due"])
+    assert due.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin")).hour == 17
+    with pytest.raises(TimerError) as error:
+        set_timer("no schedule", runtime=timers_rt)
+    assert error.value.field == "schedule"
+
+
+def test_concurrent_ticks_give_one_signal_per_moment(timers_rt: Runtime) -> None:
+    start = db_now(timers_rt) + timedelta(seconds=5)
+    for n in range(20):
+        add_timer(
+            {"name": f"t{n}", "purpose": "p", "every_s": 1, "start": start.isoformat()},
+            runtime=timers_rt,
+        )
+    errors: list[BaseException] = []
+
+    def ticker(offset_ms: int) -> None:
+        try:
+            for step in range(10):
+                tick(timers_rt, now=start + timedelta(seconds=step, milliseconds=offset_ms))
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=ticker, args=(ms,)) for ms in (100, 200, 300, 400)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    with timers_rt.engine.connect() as connection:
+        counts = connection.execute(
+            text(
+                "SELECT data->>'timer', data->>'scheduled_for', count(*) FROM signals "
+                "WHERE kind = 'timer.due' GROUP BY 1, 2"
+            )
+        ).all()
+    assert counts and all(count == 1 for _, _, count in counts)
+    # Each timer fired each moment exactly once, no moment repeated.
+    per_timer: dict[str, int] = {}
+    for name, _, _ in counts:
+        per_timer[name] = per_timer.get(name, 0) + 1
+    assert set(per_timer) == {f"t{n}" for n in range(20)}
+
+
+def test_redelivered_tick_after_a_crash_is_deduplicated(timers_rt: Runtime, context_log) -> None:
+    info = add_timer({"name": "crash", "purpose": "p", "every_s": 60}, runtime=timers_rt)
+    assert info.next_due is not None
+    now = info.next_due + timedelta(seconds=1)
+    tick(timers_rt, now=now)
+    # Simulate a tick that published and died before moving the cursor.
+    with timers_rt.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE timers SET last_moment = NULL, next_due = :d WHERE name = 'crash'"),
+            {"d": info.next_due},
+        )
+    report = tick(timers_rt, now=now)
+    assert report.fired == 1 and report.deduplicated == 1
+    assert len(timer_signals(timers_rt, "crash")) == 1
+    assert context_log.lines("deduplicated")
+
+
+def test_leader_lock_skips_a_redundant_tick(runtime: Runtime) -> None:
+    settings = build_settings(
+        database_url=runtime.settings.database_url,
+        redis_url=runtime.settings.redis_url,
+        data_dir=runtime.settings.data_dir,
+        timers_tick_s=30,
+        timers_file=Path("/nonexistent/timers.toml"),
+    )
+    rt = build_runtime(settings, registry=KindRegistry())
+    assert tick(rt).ran is True
+    assert tick(rt).ran is False
+
+
+def test_retention_deletes_only_old_finished_signals(runtime: Runtime) -> None:
+    from inner_plane.publish import publish
+
+    ids = {
+        state: publish(kind="task.completed", source="t", dedup_key=state, runtime=runtime).id
+        for state in ("pending", "claimed", "delivered", "dismissed", "expired", "dead", "fresh")
+    }
+    with runtime.engine.begin() as connection:
+        for state, signal_id in ids.items():
+            connection.execute(
+                text(
+                    "UPDATE signals SET state = :s, updated_at = now() - "
+                    "CASE WHEN :fresh THEN interval '1 minute' ELSE interval '40 days' END "
+                    "WHERE id = :id"
+                ),
+                {
+                    "s": "delivered" if state == "fresh" else state,
+                    "fresh": state == "fresh",
+                    "id": signal_id,
+                },
+            )
+    deleted = delete_finished_signals(runtime.engine, timedelta(days=30), batch=2)
+    assert deleted == 4
+    left = {s.dedup_key for s in runtime.signals.list(limit=100)}
+    assert left == {"pending", "claimed", "fresh"}
