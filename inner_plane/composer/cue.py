@@ -1,0 +1,58 @@
+"""The recall cue: words drawn from the activation itself (each signal's kind, source, mode and
+data, such as a timer's name, scheduled time, recurrence and purpose; the user's message; the
+delegate's local day and part of day). No code maps a signal to a memory: matching words do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from inner_plane.agent.port import Activation
+from inner_plane.memory.query import cue_words as words_of
+from inner_plane.memory.query import query_text
+
+MAX_VALUE_CHARS = 400
+
+
+def _values(data: Any, depth: int = 0) -> Iterator[str]:
+    if depth > 4:
+        return
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield str(key)
+            yield from _values(value, depth + 1)
+    elif isinstance(data, list | tuple):
+        for value in data[:20]:
+            yield from _values(value, depth + 1)
+    elif isinstance(data, str):
+        yield data[:MAX_VALUE_CHARS]
+
+
+def part_of_day(local: datetime) -> str:
+    hour = local.hour
+    if 5 <= hour < 12:
+        return "morning"
+    if 12 <= hour < 18:
+        return "afternoon"
+    if 18 <= hour < 23:
+        return "evening"
+    return "night"
+
+
+def cue_words(activation: Activation, local_now: datetime) -> list[str]:
+    """Distinct lowercase words, most important first."""
+    texts: list[str] = []
+    if activation.user_message is not None:
+        texts.append(activation.user_message.text[:2_000])
+    ordered = sorted(activation.signals, key=lambda s: (-s.priority, s.created_at))
+    for signal in ordered:
+        texts.append(signal.kind.replace(".", " "))
+        texts.append(signal.source)
+        texts.append(signal.mode.value)
+        texts.extend(_values(signal.data))
+    texts.append(f"{local_now:%A} {part_of_day(local_now)}")
+    return words_of(texts)
+
+
+__all__ = ["cue_words", "part_of_day", "query_text"]

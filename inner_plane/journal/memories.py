@@ -1,0 +1,181 @@
+"""All access to the ``memories`` table: standing and learned memories, full-text recall."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy
+from sqlalchemy import (
+    CheckConstraint,
+    Computed,
+    DateTime,
+    Engine,
+    Index,
+    Table,
+    Text,
+    bindparam,
+    desc,
+    func,
+    literal_column,
+    select,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR, UUID, insert
+from sqlalchemy.orm import Mapped, mapped_column
+
+from inner_plane.journal.tables import Base
+
+
+class MemoryRow(Base):
+    __tablename__ = "memories"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    kind: Mapped[str] = mapped_column(Text, nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    relation: Mapped[str] = mapped_column(Text, nullable=False)
+    related_ids: Mapped[list[uuid.UUID]] = mapped_column(
+        ARRAY(UUID(as_uuid=True)), nullable=False, server_default=text("'{}'")
+    )
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    signal_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    superseded_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True)
+    )
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (
+        CheckConstraint("kind IN ('standing', 'learned')", name="kind"),
+        CheckConstraint(
+            "relation IN ('new', 'consolidated', 'conflict', 'override')", name="relation"
+        ),
+        Index("ix_memories_delegate_created", "delegate_id", "created_at"),
+    )
+
+
+_M = cast(Table, MemoryRow.__table__)
+_PUBLIC = (
+    _M.c.id,
+    _M.c.delegate_id,
+    _M.c.kind,
+    _M.c.content,
+    _M.c.relation,
+    _M.c.related_ids,
+    _M.c.source,
+    _M.c.signal_id,
+    _M.c.superseded_by,
+    _M.c.created_at,
+)
+
+# Recall: OR of the cue's words (websearch syntax never raises on odd input), ranked by cover
+# density so memories matching more cue words, closer together, come first.
+_QUERY = func.websearch_to_tsquery(literal_column("'english'::regconfig"), bindparam("cue"))
+
+
+def _record(row: Any) -> dict[str, Any]:
+    return dict(row._mapping)
+
+
+def insert_memory(connection: sqlalchemy.Connection, values: dict[str, Any]) -> bool:
+    """Insert one memory; False if a memory with this id already exists (a re-fired write)."""
+    result = connection.execute(
+        insert(_M).values(**values).on_conflict_do_nothing().returning(_M.c.id)
+    )
+    return result.first() is not None
+
+
+def set_signal(
+    connection: sqlalchemy.Connection, memory_id: uuid.UUID, signal_id: uuid.UUID
+) -> None:
+    connection.execute(_M.update().where(_M.c.id == memory_id).values(signal_id=signal_id))
+
+
+def supersede(
+    connection: sqlalchemy.Connection, memory_ids: Sequence[uuid.UUID], by: uuid.UUID
+) -> None:
+    if memory_ids:
+        connection.execute(
+            _M.update()
+            .where(_M.c.id.in_(list(memory_ids)), _M.c.superseded_by.is_(None))
+            .values(superseded_by=by)
+        )
+
+
+def get_many(
+    connection: sqlalchemy.Connection, delegate_id: str, memory_ids: Sequence[uuid.UUID]
+) -> list[dict[str, Any]]:
+    if not memory_ids:
+        return []
+    query = select(*_PUBLIC).where(_M.c.delegate_id == delegate_id, _M.c.id.in_(list(memory_ids)))
+    return [_record(row) for row in connection.execute(query)]
+
+
+def get(engine: Engine, memory_id: uuid.UUID) -> dict[str, Any] | None:
+    with engine.connect() as connection:
+        row = connection.execute(select(*_PUBLIC).where(_M.c.id == memory_id)).first()
+    return None if row is None else _record(row)
+
+
+def list_memories(
+    engine: Engine,
+    delegate_id: str,
+    kind: str | None = None,
+    include_superseded: bool = False,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    query = (
+        select(*_PUBLIC)
+        .where(_M.c.delegate_id == delegate_id)
+        .order_by(_M.c.created_at.desc(), _M.c.id)
+        .limit(limit)
+    )
+    if kind is not None:
+        query = query.where(_M.c.kind == kind)
+    if not include_superseded:
+        query = query.where(_M.c.superseded_by.is_(None))
+    with engine.connect() as connection:
+        return [_record(row) for row in connection.execute(query)]
+
+
+def standing(
+    connection: sqlalchemy.Connection, delegate_id: str, limit: int
+) -> list[dict[str, Any]]:
+    """Standing memories, oldest first (they read as a stable preamble)."""
+    query = (
+        select(*_PUBLIC)
+        .where(
+            _M.c.delegate_id == delegate_id,
+            _M.c.kind == "standing",
+            _M.c.superseded_by.is_(None),
+        )
+        .order_by(_M.c.created_at, _M.c.id)
+        .limit(limit)
+    )
+    return [_record(row) for row in connection.execute(query)]
+
+
+def recall(
+    connection: sqlalchemy.Connection, delegate_id: str, cue: str, limit: int
+) -> list[dict[str, Any]]:
+    """Learned memories matching any word of ``cue`` (an OR of words), best first."""
+    if not cue.strip():
+        return []
+    rank = func.ts_rank_cd(_M.c.tsv, _QUERY).label("rank")
+    query = (
+        select(*_PUBLIC, rank)
+        .where(
+            _M.c.delegate_id == delegate_id,
+            _M.c.kind == "learned",
+            _M.c.superseded_by.is_(None),
+            _M.c.tsv.op("@@")(_QUERY),
+        )
+        .order_by(desc("rank"), _M.c.created_at.desc())
+        .limit(limit)
+    )
+    return [_record(row) for row in connection.execute(query, {"cue": cue})]

@@ -1,0 +1,24 @@
+"""The delegate's memory: standing memories (always in context) and learned memories (recalled
+by cue), and the signals a memory write publishes according to its relation."""
+
+from inner_plane.memory.store import (
+    Memory,
+    MemoryInputError,
+    MemoryKind,
+    MemoryWrite,
+    Relation,
+    list_memories,
+    recall,
+    remember,
+)
+
+__all__ = [
+    "Memory",
+    "MemoryInputError",
+    "MemoryKind",
+    "MemoryWrite",
+    "Relation",
+    "list_memories",
+    "recall",
+    "remember",
+]
