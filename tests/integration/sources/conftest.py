@@ -47,11 +47,28 @@ def start_api(
     return child, url
 
 
+# A deployment's kinds file: one external kind whose default mode is wake and which may
+# interrupt, to show that grants cap a kind's default and that interrupt needs both.
+KINDS_TOML = """
+[kinds."external.ci.urgent"]
+mode = "wake"
+priority = 80
+interrupt_permitted = true
+"""
+
+
 @pytest.fixture(scope="session")
-def api(stores: Stores, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def api_env(stores: Stores, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    kinds = tmp_path_factory.mktemp("kinds") / "kinds.toml"
+    kinds.write_text(KINDS_TOML)
+    return stores.env(INNER_PLANE_KINDS_FILE=str(kinds))
+
+
+@pytest.fixture(scope="session")
+def api(api_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a running `inner-plane serve` (one worker) on the test stores."""
     log_dir = tmp_path_factory.mktemp("api-logs")
-    child, url = start_api("api", stores.env(), log_dir)
+    child, url = start_api("api", api_env, log_dir)
     yield url
     child.stop()
 
