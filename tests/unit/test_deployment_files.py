@@ -1,0 +1,217 @@
+"""docker-compose.yml and deploy/systemd run real `inner-plane` commands, the ones `up` runs.
+
+No Docker engine or systemd here: the files are parsed and every command is resolved against the
+CLI's registered commands and parsed with the CLI's own option parser.
+"""
+
+from __future__ import annotations
+
+import configparser
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import yaml
+
+from inner_plane.cli import app
+from inner_plane.config import build_settings
+from inner_plane.services.processes import default_processes
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+SYSTEMD = ROOT / "deploy" / "systemd"
+WORKER_ROLES = {"signals", "activation", "periodic"}
+
+
+def resolve(args: list[str]) -> Any:
+    """The CLI command `inner-plane ARGS` runs; fail if any word or option is not the CLI's."""
+    assert args and args[0] == "inner-plane", args
+    command: Any = typer.main.get_command(app)
+    rest = args[1:]
+    path = ["inner-plane"]
+    while hasattr(command, "commands"):  # a group: the next word names a sub-command
+        assert rest, f"{' '.join(path)} needs a sub-command"
+        sub = command.commands.get(rest[0])
+        assert sub is not None, f"{' '.join(path)} has no command {rest[0]!r}"
+        path.append(rest[0])
+        command, rest = sub, rest[1:]
+    # Parse the arguments and options exactly as the CLI would (without running the command).
+    try:
+        context = command.make_context(" ".join(path), list(rest))
+    except Exception as error:  # the CLI's usage errors (typer vendors click)
+        raise AssertionError(f"{' '.join(args)}: {error}") from error
+    if path[1:] == ["worker"]:
+        assert context.params["role"] in WORKER_ROLES, context.params
+    return command
+
+
+def up_commands() -> list[list[str]]:
+    """What `inner-plane up` supervises, spelled as `inner-plane ...` commands."""
+    settings = build_settings(database_url="postgresql://h/db", redis_url="redis://h:1/0")
+    commands = []
+    for spec in default_processes(settings):
+        assert spec.command[1:3] == ["-m", "inner_plane"], spec.command
+        commands.append(["inner-plane", *spec.command[3:]])
+    return commands
+
+
+def test_resolve_rejects_what_the_cli_does_not_have() -> None:
+    for bad in (
+        ["inner-plane", "wroker", "signals"],
+        ["inner-plane", "db", "migrate"],
+        ["inner-plane", "db"],
+        ["inner-plane", "worker", "signals", "--threads", "4"],
+        ["inner-plane", "worker", "gpu"],
+        ["celery", "-A", "workers", "worker"],
+    ):
+        with pytest.raises(AssertionError):
+            resolve(bad)
+
+
+# docker-compose.yml ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    document = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def plane_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: service
+        for name, service in compose["services"].items()
+        if (service.get("command") or [None])[0] == "inner-plane"
+    }
+
+
+def test_compose_has_the_whole_stack(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert {"postgres", "redis", "migrate"} <= set(services)
+    commands = {tuple(s["command"]) for s in plane_services(compose).values()}
+    for expected in (
+        ("inner-plane", "db", "upgrade"),
+        ("inner-plane", "worker", "signals"),
+        ("inner-plane", "worker", "activation", "--concurrency", "1"),
+        ("inner-plane", "beat"),
+        ("inner-plane", "flower"),
+        ("inner-plane", "serve"),
+    ):
+        assert expected in commands
+
+
+def test_every_compose_command_is_a_real_cli_command(compose: dict[str, Any]) -> None:
+    services = plane_services(compose)
+    assert len(services) >= 7
+    for name, service in services.items():
+        assert isinstance(service["command"], list), f"{name}: use the list form"
+        resolve(service["command"])
+
+
+def test_compose_runs_every_process_that_up_runs(compose: dict[str, Any]) -> None:
+    commands = [s["command"] for s in plane_services(compose).values()]
+    for wanted in up_commands():
+        assert any(command[: len(wanted)] == wanted for command in commands), (
+            f"`{' '.join(wanted)}` runs under `inner-plane up` but not in docker-compose.yml"
+        )
+
+
+def test_compose_services_use_the_compose_stores_and_one_image(compose: dict[str, Any]) -> None:
+    for name, service in plane_services(compose).items():
+        env = service["environment"]
+        assert "@postgres:5432/" in env["INNER_PLANE_DATABASE_URL"], name
+        assert env["INNER_PLANE_DATABASE_URL"].startswith("postgresql://"), name
+        assert env["INNER_PLANE_REDIS_URL"] == "redis://redis:6379/0", name
+        assert service["build"] == "." and service["image"] == "inner-plane:local", name
+    assert (ROOT / "Dockerfile").is_file()
+
+
+def test_everything_waits_for_the_migration(compose: dict[str, Any]) -> None:
+    services = plane_services(compose)
+    migrate = compose["services"]["migrate"]
+    assert migrate["command"] == ["inner-plane", "db", "upgrade"]
+    assert migrate["restart"] == "no"
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name, service in services.items():
+        if name == "migrate":
+            continue
+        condition = service["depends_on"]["migrate"]["condition"]
+        assert condition == "service_completed_successfully", name
+    assert "healthcheck" in compose["services"]["postgres"]
+    assert "healthcheck" in compose["services"]["redis"]
+
+
+def test_activation_worker_runs_one_at_a_time(compose: dict[str, Any]) -> None:
+    [activation] = [
+        s for s in plane_services(compose).values() if s["command"][1:3] == ["worker", "activation"]
+    ]
+    assert activation["command"][3:] == ["--concurrency", "1"]
+
+
+def test_flower_requires_basic_auth_and_stays_on_loopback(compose: dict[str, Any]) -> None:
+    flower = compose["services"]["flower"]
+    env = flower["environment"]
+    assert env["FLOWER_BASIC_AUTH"].startswith("${FLOWER_BASIC_AUTH:?")
+    assert "FLOWER_UNAUTHENTICATED_API" not in env
+    for service in compose["services"].values():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), port
+
+
+# deploy/systemd --------------------------------------------------------------------------------
+
+
+def units() -> list[Path]:
+    found = sorted(SYSTEMD.glob("*.service"))
+    assert found
+    return found
+
+
+def read_unit(path: Path) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(path.read_text())
+    return parser
+
+
+@pytest.mark.parametrize("path", units(), ids=lambda p: p.name)
+def test_every_unit_runs_a_real_cli_command(path: Path) -> None:
+    unit = read_unit(path)
+    exec_start = shlex.split(unit["Service"]["ExecStart"])
+    assert exec_start[0] == "/opt/inner-plane/venv/bin/inner-plane", exec_start
+    resolve(["inner-plane", *exec_start[1:]])
+    assert unit["Service"]["EnvironmentFile"] == "/etc/inner-plane/inner-plane.env"
+    assert unit["Service"]["User"] == "inner-plane"
+    assert unit["Install"]["WantedBy"] == "inner-plane.target"
+
+
+def test_units_cover_every_process_and_wait_for_migrations() -> None:
+    commands = {}
+    for path in units():
+        unit = read_unit(path)
+        commands[path.name] = ["inner-plane", *shlex.split(unit["Service"]["ExecStart"])[1:]]
+        if path.name != "inner-plane-migrate.service":
+            assert "inner-plane-migrate.service" in unit["Unit"]["Requires"], path.name
+            assert "inner-plane-migrate.service" in unit["Unit"]["After"], path.name
+            # Longer than the default task hard limit for workers, so warm shutdown can finish.
+            if "worker" in path.name:
+                assert int(unit["Service"]["TimeoutStopSec"]) > build_settings().task_time_limit_s
+    assert commands["inner-plane-migrate.service"] == ["inner-plane", "db", "upgrade"]
+    assert commands["inner-plane-activation-worker.service"][-2:] == ["--concurrency", "1"]
+    for wanted in [*up_commands(), ["inner-plane", "worker", "activation"]]:
+        assert any(c[: len(wanted)] == wanted for c in commands.values()), wanted
+    target = (SYSTEMD / "inner-plane.target").read_text()
+    for name in commands:
+        assert name in target
+
+
+def test_env_example_settings_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    for line in (ROOT / "deploy" / "inner-plane.env.example").read_text().splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            monkeypatch.setenv(key, value)
+    settings = build_settings()  # raises ConfigError naming any invalid variable
+    assert settings.database_url and settings.redis_url
