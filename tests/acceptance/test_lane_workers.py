@@ -1,0 +1,343 @@
+"""The activation lane with real `celery worker` processes on real Redis and PostgreSQL:
+concurrency, SIGSTOP/SIGKILL, Redis loss, batching, user turns and poisoned signals. Every
+invariant is checked from the journal afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from inner_plane.agent.minimal_composer import MinimalComposer
+from inner_plane.agent.scripted import ScriptedAgent
+from inner_plane.attention.wakes import send_activate
+from inner_plane.journal.activations import ActivationJournal, ActivationRecord
+from inner_plane.lane.runner import Lane
+from inner_plane.lane.sweeper import sweep
+from inner_plane.lane.user_turns import user_turn
+from inner_plane.publish import publish
+from inner_plane.runtime import Runtime
+from inner_plane.signals.model import State
+from tests.support.processes import ChildProcess, celery_worker
+from tests.support.stores import ROOT, Stores
+
+pytestmark = pytest.mark.acceptance
+
+BASE_ENV = {
+    "INNER_PLANE_AGENT": "scripted",
+    "INNER_PLANE_BATCH_QUIET_MS": "50",
+    "INNER_PLANE_BATCH_MAX_AGE_MS": "300",
+    "INNER_PLANE_LEASE_TTL_S": "2",
+    "INNER_PLANE_HEARTBEAT_S": "0.3",
+    "INNER_PLANE_RETRY_BASE_S": "0.2",
+    "INNER_PLANE_RETRY_MAX_S": "1",
+}
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 45.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        time.sleep(0.05)
+
+
+def start_workers(
+    children: list[ChildProcess],
+    stores: Stores,
+    log_dir: Path,
+    names: list[str],
+    script: dict[str, Any] | None = None,
+    **env: str,
+) -> list[ChildProcess]:
+    environment = stores.env(
+        **{**BASE_ENV, **env}, INNER_PLANE_AGENT_SCRIPT=json.dumps(script or {"steps": 1})
+    )
+    workers = [
+        celery_worker(name, environment, log_dir, queues="activation").start() for name in names
+    ]
+    children.extend(workers)
+    for worker in workers:
+        worker.wait_for(" ready.", 60)
+    return workers
+
+
+def activations(rt: Runtime, delegate: str = "default") -> list[ActivationRecord]:
+    return sorted(ActivationJournal(rt.engine).recent(delegate, 10_000), key=lambda r: r.started_at)
+
+
+def overlaps(records: list[ActivationRecord]) -> int:
+    """Pairs of activations of one delegate whose [started, finished] intervals overlap."""
+    count = 0
+    for earlier, later in zip(records, records[1:], strict=False):
+        assert earlier.finished_at is not None, f"activation {earlier.id} never finished"
+        if later.started_at < earlier.finished_at:
+            count += 1
+    return count
+
+
+def signal_states(rt: Runtime) -> dict[str, int]:
+    with rt.engine.connect() as connection:
+        rows = connection.execute(text("SELECT state, count(*) FROM signals GROUP BY state"))
+        return {row[0]: row[1] for row in rows}
+
+
+def all_delivered(rt: Runtime, n: int) -> bool:
+    return signal_states(rt) == {"delivered": n}
+
+
+def test_four_workers_under_a_burst_never_overlap_and_deliver_everything(
+    runtime, children, log_dir
+) -> None:
+    workers = start_workers(
+        children,
+        _stores(runtime),
+        log_dir,
+        ["act1", "act2", "act3", "act4"],
+        {"steps": 2, "step_s": 0.01},
+    )
+    for burst in range(10):
+        for n in range(20):
+            publish(kind="task.completed", source="burst", data={"burst": burst, "n": n})
+        for _ in range(3):  # duplicate wakes: every worker races for the same delegate
+            send_activate(runtime, "default")
+        time.sleep(0.05)
+
+    wait_until(lambda: all_delivered(runtime, 200), 90, "200 delivered")
+    wait_until(lambda: all(r.finished_at for r in activations(runtime)), 20, "all finished")
+
+    records = activations(runtime)
+    assert overlaps(records) == 0
+    assert len(records) >= 2
+    epochs = [r.epoch for r in records]
+    assert epochs == sorted(epochs)  # fencing tokens only grow
+    delivered_by = {sid for r in records if r.state == "completed" for sid in r.signal_ids}
+    assert len(delivered_by) == 200
+    busy = sum(w.output().count('event=deferred delegate=default reason="busy') for w in workers)
+    assert busy > 0, "the burst never made two workers contend for the delegate"
+
+
+def _stores(rt: Runtime) -> Stores:
+    settings = rt.settings
+    assert settings.database_url and settings.redis_url
+    return Stores(settings.database_url, settings.redis_url, settings.data_dir, None)
+
+
+def _running(rt: Runtime) -> ActivationRecord | None:
+    for record in activations(rt):
+        if record.state == "running":
+            return record
+    return None
+
+
+def test_a_paused_holder_whose_lease_was_taken_over_writes_nothing(
+    runtime, children, log_dir
+) -> None:
+    [worker] = start_workers(
+        children, _stores(runtime), log_dir, ["paused"], {"steps": 8, "step_s": 0.5}
+    )
+    signal_id = publish(kind="task.completed", source="copilot").id
+    stale = wait_until(lambda: _running(runtime), 30, "running activation")
+
+    os.killpg(worker.pid, signal.SIGSTOP)
+    try:
+        time.sleep(2.5)  # the lease (2 s) and the Redis lock lapse while it is paused
+        rescuer = Lane(runtime_with(runtime), ScriptedAgent(), MinimalComposer(), holder="rescuer")
+        outcome = rescuer.run("default")
+    finally:
+        os.killpg(worker.pid, signal.SIGCONT)
+
+    assert outcome.activations, "the rescuer could not take the lease over"
+    worker.wait_for("event=lease_lost", 30)
+    time.sleep(0.5)
+
+    journal = ActivationJournal(runtime.engine)
+    stale_record = journal.get(stale.id)
+    assert stale_record is not None and stale_record.state == "abandoned"
+    rescue = journal.get(outcome.activations[0])
+    assert rescue is not None and rescue.epoch > stale.epoch and rescue.state == "completed"
+    delivered = runtime.signals.get(signal_id)
+    assert delivered is not None and delivered.state is State.DELIVERED
+    assert delivered.claimed_by == rescue.id
+    # The stale holder wrote no event, settlement or activation change of its own.
+    stale_events = [e for e in journal.events(signal_id) if e.activation_id == stale.id]
+    assert [e.event for e in stale_events] == ["claimed"]
+
+
+def runtime_with(rt: Runtime, **settings: Any) -> Runtime:
+    base = {"batch_quiet_ms": 0, "batch_max_age_ms": 0, "lease_ttl_s": 2, "heartbeat_s": 0.3}
+    base.update(settings)
+    return replace(rt, settings=rt.settings.model_copy(update=base))
+
+
+def test_kill_9_mid_run_is_recovered_with_bounded_attempts(runtime, children, log_dir) -> None:
+    [victim] = start_workers(
+        children, _stores(runtime), log_dir, ["victim"], {"steps": 20, "step_s": 0.5}
+    )
+    signal_id = publish(kind="task.completed", source="copilot").id
+    killed = wait_until(lambda: _running(runtime), 30, "running activation")
+    victim.kill(signal.SIGKILL)
+
+    start_workers(children, _stores(runtime), log_dir, ["survivor"], {"steps": 1})
+    time.sleep(2.2)  # the dead holder's lease expires
+    report = sweep(runtime_with(runtime))
+    assert report.recovered == ["default"]
+
+    wait_until(lambda: all_delivered(runtime, 1), 30, "delivered after recovery")
+    signal_row = runtime.signals.get(signal_id)
+    assert signal_row is not None and signal_row.attempts == 2
+    records = activations(runtime)
+    assert [r.state for r in records] == ["abandoned", "completed"]
+    assert records[0].id == killed.id and records[1].epoch > killed.epoch
+    assert overlaps(records) == 0
+
+
+def test_redis_flushed_mid_run_loses_no_wake_and_never_doubles_an_activation(
+    runtime, children, log_dir
+) -> None:
+    start_workers(
+        children, _stores(runtime), log_dir, ["flush1", "flush2"], {"steps": 6, "step_s": 0.3}
+    )
+    first = publish(kind="task.completed", source="copilot").id
+    wait_until(lambda: _running(runtime), 30, "running activation")
+
+    runtime.redis.flushdb()  # the activation lock, debounce keys and queued messages are gone
+    second = publish(kind="task.completed", source="copilot").id  # a wake while the lock is gone
+    for _ in range(3):
+        send_activate(runtime, "default")
+    # A wake whose message is lost entirely: journaled, then Redis flushed again.
+    third = publish(kind="task.completed", source="copilot", delegate_id="other").id
+    runtime.redis.flushdb()
+
+    def settled() -> bool:
+        sweep(runtime)  # what beat does every few seconds
+        return all(
+            runtime.signals.get(i).state is State.DELIVERED  # type: ignore[union-attr]
+            for i in (first, second, third)
+        )
+
+    wait_until(settled, 60, "all three delivered")
+    assert overlaps(activations(runtime)) == 0
+    assert overlaps(activations(runtime, "other")) == 0
+
+
+def test_fifty_wakes_in_one_window_make_exactly_one_activation(runtime, children, log_dir) -> None:
+    start_workers(
+        children,
+        _stores(runtime),
+        log_dir,
+        ["window"],
+        {"steps": 1},
+        INNER_PLANE_BATCH_QUIET_MS="1000",
+        INNER_PLANE_BATCH_MAX_AGE_MS="4000",
+    )
+    ids = {
+        publish(kind="memory.consolidated", source="memory", data={"n": n}).id for n in range(50)
+    }
+
+    wait_until(lambda: all_delivered(runtime, 50), 30, "50 delivered")
+    [record] = activations(runtime)
+    assert set(record.signal_ids) == ids
+
+
+def test_user_turn_runs_before_a_queued_background_activation(runtime, children, log_dir) -> None:
+    wake = publish(kind="task.completed", source="copilot").id  # activate queued, no worker yet
+    send_activate(runtime, "default")
+    turn_id = user_turn("default", "what's new?", "sms", runtime)
+
+    start_workers(children, _stores(runtime), log_dir, ["turns"], {"steps": 1, "reply": "ok"})
+    wait_until(
+        lambda: (t := ActivationJournal(runtime.engine).user_turn(turn_id)) and t.state == "done",
+        30,
+        "user turn done",
+    )
+    first = activations(runtime)[0]
+    assert first.trigger == "user_turn" and first.turn_id == turn_id
+    assert first.signal_ids == [wake]  # the background signal rode along as inner context
+
+
+def test_interrupts_preempt_a_running_turn_only_when_permitted(runtime, children, log_dir) -> None:
+    start_workers(children, _stores(runtime), log_dir, ["preempt"], {"steps": 8, "step_s": 0.3})
+    journal = ActivationJournal(runtime.engine)
+
+    turn = user_turn("default", "long question", "text", runtime)
+    wait_until(lambda: _running(runtime), 30, "user turn running")
+    downgraded = publish(kind="task.completed", source="copilot", mode="interrupt").id
+    wait_until(lambda: journal.user_turn(turn).state == "done", 30, "first turn done")  # type: ignore[union-attr]
+    wait_until(lambda: all_delivered(runtime, 1), 30, "downgraded wake delivered")
+    first_round = activations(runtime)
+    assert [(r.trigger, r.state) for r in first_round] == [
+        ("user_turn", "completed"),
+        ("wake", "completed"),
+    ]
+    assert first_round[1].signal_ids == [downgraded]
+
+    turn2 = user_turn("default", "another long one", "text", runtime)
+    wait_until(lambda: (r := _running(runtime)) and r.turn_id == turn2, 30, "second turn running")
+    alert = publish(kind="system.alert", source="ops", mode="interrupt").id
+    wait_until(lambda: journal.user_turn(turn2).state == "done", 30, "second turn done")  # type: ignore[union-attr]
+    second_round = activations(runtime)[2:]
+    assert [(r.trigger, r.state) for r in second_round] == [
+        ("user_turn", "interrupted"),
+        ("interrupt", "completed"),
+        ("user_turn", "completed"),
+    ]
+    assert second_round[1].signal_ids == [alert]
+    assert overlaps(activations(runtime)) == 0
+
+
+def test_poisoned_signal_ends_dead_and_an_operator_retry_brings_it_back(
+    runtime, children, log_dir, tmp_path
+) -> None:
+    kinds = tmp_path / "kinds.toml"
+    kinds.write_text('[kinds."test.poison"]\nmode = "wake"\nmax_attempts = 3\n')
+    start_workers(
+        children,
+        _stores(runtime),
+        log_dir,
+        ["poison"],
+        {"fail_kinds": ["test.poison"]},
+        INNER_PLANE_KINDS_FILE=str(kinds),
+    )
+    runtime.registry.load_file(kinds)  # the publisher applies the kind's policy too
+    poison = publish(kind="test.poison", source="tests", mode="wake").id
+
+    def dead() -> bool:
+        sweep(runtime)
+        row = runtime.signals.get(poison)
+        return row is not None and row.state is State.DEAD
+
+    wait_until(dead, 60, "poisoned signal dead")
+    row = runtime.signals.get(poison)
+    assert row is not None and row.attempts == 3 and "scripted failure" in (row.last_error or "")
+    failed = [r for r in activations(runtime) if r.state == "failed"]
+    assert len(failed) == 3
+
+    env = _stores(runtime).env()
+    retried = subprocess.run(
+        [sys.executable, "-m", "inner_plane", "signals", "retry", str(poison)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert retried.returncode == 0, retried.stderr
+    events = [e.event for e in ActivationJournal(runtime.engine).events(poison)]
+    assert "retried" in events
+    wait_until(dead, 60, "dead again after the retry was attempted")
+    after = [e.event for e in ActivationJournal(runtime.engine).events(poison)]
+    assert after.index("retried") < len(after) - 1  # it was claimed again after the retry
