@@ -61,6 +61,11 @@ def default_processes(settings: Settings) -> list[ProcessSpec]:
     api = f"http://{settings.api_host}:{settings.api_port}/"
     return [
         ProcessSpec("signals-worker", [*inner, "worker", "signals"], "queue 'signals'"),
+        ProcessSpec(
+            "activation-worker",
+            [*inner, "worker", "activation"],
+            "queue 'activation' (concurrency 1, prefetch 1)",
+        ),
         ProcessSpec("periodic-worker", [*inner, "worker", "periodic"], "queue 'periodic'"),
         ProcessSpec("beat", [*inner, "beat"], "timers tick, sweeper, retention"),
         ProcessSpec("api", [*inner, "serve"], api),

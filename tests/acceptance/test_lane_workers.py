@@ -4,6 +4,7 @@ invariant is checked from the journal afterwards."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -82,7 +83,7 @@ def activations(rt: Runtime, delegate: str = "default") -> list[ActivationRecord
 def overlaps(records: list[ActivationRecord]) -> int:
     """Pairs of activations of one delegate whose [started, finished] intervals overlap."""
     count = 0
-    for earlier, later in zip(records, records[1:], strict=False):
+    for earlier, later in itertools.pairwise(records):
         assert earlier.finished_at is not None, f"activation {earlier.id} never finished"
         if later.started_at < earlier.finished_at:
             count += 1
