@@ -1,0 +1,13 @@
+"""Tools the base agent may call: the plane's own (settle a signal, describe background
+activity from the journal) plus whatever a deployment registers through configuration
+(``INNER_PLANE_TOOLS``) or the ``inner_plane.tools`` entry-point group."""
+
+from inner_plane.tools.registry import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    build_registry,
+)
+
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "build_registry"]

@@ -1,0 +1,110 @@
+"""The tool registry. A tool is a name, a description, a JSON-schema of its arguments and a
+handler; adapters turn the registry into their model API's tool format."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from inner_plane.agent.port import Activation, Settlement, StepGuard
+from inner_plane.config import ConfigError
+from inner_plane.runtime import Runtime
+
+ENTRY_POINT_GROUP = "inner_plane.tools"
+
+
+class ToolError(Exception):
+    """A tool refused its arguments; the message goes back to the model as the tool's output."""
+
+
+@dataclass
+class ToolContext:
+    """What a tool handler may use: the activation it runs in, and its step's effect key."""
+
+    runtime: Runtime
+    activation: Activation
+    rendered_signal_ids: frozenset[Any]
+    guard: StepGuard
+    step: int
+    settlements: dict[Any, Settlement] = field(default_factory=dict)
+
+    def effect_key(self) -> str:
+        """Idempotency key for an external effect of this step (pass it to the remote API)."""
+        return self.guard.effect_key(self.step)
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Handler
+    read_only: bool = False
+
+
+ToolFactory = Callable[[Runtime], Tool | Iterable[Tool]]
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        if not tool.name.replace("_", "").replace("-", "").isalnum() or len(tool.name) > 64:
+            raise ValueError(f"tool name {tool.name!r}: use 1 to 64 of [A-Za-z0-9_-]")
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        if tool.parameters.get("type") != "object":
+            raise ValueError(f"tool {tool.name!r}: parameters must be a JSON schema object")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def add_from(self, runtime: Runtime, factory: ToolFactory) -> None:
+        made = factory(runtime)
+        for tool in [made] if isinstance(made, Tool) else list(made):
+            self.register(tool)
+
+
+def _load_reference(reference: str) -> ToolFactory:
+    module_name, _, attribute = reference.strip().partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"INNER_PLANE_TOOLS: {reference!r} is not 'module:factory'")
+    try:
+        module = importlib.import_module(module_name)
+        factory = getattr(module, attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"INNER_PLANE_TOOLS: cannot load {reference!r}: {error}") from None
+    if not callable(factory):
+        raise ConfigError(f"INNER_PLANE_TOOLS: {reference!r} is not callable")
+    return factory  # type: ignore[no-any-return]
+
+
+def build_registry(runtime: Runtime, extra: Iterable[ToolFactory] = ()) -> ToolRegistry:
+    """The plane's tools, then entry-point tools, then INNER_PLANE_TOOLS, then ``extra``."""
+    from inner_plane.tools.journal_tool import journal_tool
+    from inner_plane.tools.settle import settle_tool
+
+    registry = ToolRegistry([settle_tool(), journal_tool()])
+    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        registry.add_from(runtime, entry.load())
+    for reference in filter(None, (part.strip() for part in runtime.settings.tools.split(","))):
+        registry.add_from(runtime, _load_reference(reference))
+    for factory in extra:
+        registry.add_from(runtime, factory)
+    return registry

@@ -1,0 +1,17 @@
+"""A step guard for running agents outside the lane (the lane's own guard renews its lease)."""
+
+from __future__ import annotations
+
+import uuid
+
+
+class RecordingGuard:
+    def __init__(self, activation_id: uuid.UUID) -> None:
+        self.activation_id = activation_id
+        self.safe_points = 0
+
+    def safe_point(self) -> None:
+        self.safe_points += 1
+
+    def effect_key(self, step: int) -> str:
+        return f"{self.activation_id}:{step}"
