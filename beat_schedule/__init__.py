@@ -36,14 +36,16 @@ def celery_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 @beat_init.connect
 def check_timers_file(**_: Any) -> None:
     """Fail beat's start on an invalid timers file, naming the entry and the field."""
+    # Celery has redirected sys.stderr into its logger by now; ops should see a plain line.
+    stream = sys.__stderr__ or sys.stderr
+    path = timers_file(load_settings())
     try:
-        specs = load_static_timers(timers_file(load_settings()))
+        specs = load_static_timers(path)
     except TimerError as error:
-        sys.stderr.write(f"inner-plane: error: invalid timers file: {error}\n")
-        sys.stderr.flush()
+        stream.write(f"inner-plane: error: invalid timers file: {error}\n")
+        stream.flush()
         # SystemExit, not an exception: Celery logs and swallows exceptions raised by signal
         # handlers, and beat must not run with a broken schedule.
         raise SystemExit(2) from None
-    sys.stderr.write(
-        f"inner-plane: {len(specs)} static timer(s) from {timers_file(load_settings())}\n"
-    )
+    stream.write(f"inner-plane: beat: {len(specs)} static timer(s) from {path}\n")
+    stream.flush()

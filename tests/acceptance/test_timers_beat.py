@@ -1,0 +1,229 @@
+"""Timers with real `celery beat` and `celery worker` processes.
+
+One periodic worker serves the module; each test starts its own beat process(es), each with its
+own schedule file. Schedules are second-level so the tests finish fast; ticks run every 0.3 s,
+and a moment more than 1 s late counts as missed. The leader lock is off, so two beats really do
+tick twice and only the journal's dedup keeps one signal per moment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from inner_plane.journal.timers import TimerJournal
+from inner_plane.runtime import Runtime
+from inner_plane.timers import add_timer, get_timer, list_timers
+from tests.support.beat import TICK_SENT, celery_beat, start_celery_beat
+from tests.support.processes import ChildProcess, start_celery_worker
+from tests.support.stores import Stores
+
+pytestmark = pytest.mark.acceptance
+
+STATIC_FILE = '[timers.static-pulse]\ndelegate = "beat-test"\nevery_s = 1\npurpose = "Pulse"\n'
+
+
+@pytest.fixture(scope="module")
+def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("timers-beat")
+
+
+@pytest.fixture(scope="module")
+def beat_env(stores: Stores, module_dir: Path) -> dict[str, str]:
+    timers_file = module_dir / "timers.toml"
+    timers_file.write_text(STATIC_FILE)
+    return stores.env(
+        INNER_PLANE_TIMERS_FILE=str(timers_file),
+        INNER_PLANE_TIMERS_TICK_S="0.3",
+        INNER_PLANE_TIMERS_GRACE_S="1.0",
+        INNER_PLANE_TIMERS_LEADER_LOCK="false",
+    )
+
+
+@pytest.fixture(scope="module")
+def periodic_worker(beat_env: dict[str, str], module_dir: Path) -> Iterator[ChildProcess]:
+    worker = start_celery_worker("periodic", beat_env, module_dir, queues="periodic", concurrency=2)
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def beats(children: list[ChildProcess]) -> list[ChildProcess]:
+    return children
+
+
+def db_now(rt: Runtime) -> datetime:
+    return TimerJournal(rt.engine).now()
+
+
+def fired(rt: Runtime, name: str) -> list[datetime]:
+    """Scheduled moments of the timer's timer.due signals, with duplicates kept."""
+    with rt.engine.connect() as connection:
+        rows = connection.execute(
+            text(
+                "SELECT data->>'scheduled_for' FROM signals WHERE kind = 'timer.due' "
+                "AND data->>'timer' = :name ORDER BY 1"
+            ),
+            {"name": name},
+        ).all()
+    return [datetime.fromisoformat(row[0]) for row in rows]
+
+
+def wait_until(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def aligned(instant: datetime, every_s: int) -> datetime:
+    """The next whole multiple of ``every_s`` seconds after ``instant`` (a tidy anchor)."""
+    seconds = (int(instant.timestamp()) // every_s + 1) * every_s
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def test_two_beats_at_once_give_one_signal_per_moment(
+    runtime: Runtime,
+    periodic_worker: ChildProcess,
+    beat_env: dict[str, str],
+    module_dir: Path,
+    beats: list[ChildProcess],
+) -> None:
+    start = aligned(db_now(runtime), 1) + timedelta(seconds=1)
+    add_timer({"name": "twin", "purpose": "p", "every_s": 1, "start": start.isoformat()},
+              runtime=runtime)  # fmt: skip
+    beat_a = celery_beat("beat-a", beat_env, module_dir)
+    beat_b = celery_beat("beat-b", beat_env, module_dir)
+    beats += [beat_a, beat_b]
+    beat_a.start(), beat_b.start()
+    wait_until(lambda: len(set(fired(runtime, "twin"))) >= 6, 60, "six moments of 'twin'")
+    wait_until(lambda: len(set(fired(runtime, "static-pulse"))) >= 3, 30, "static moments")
+    beat_a.stop(), beat_b.stop()
+
+    # Both beats really were ticking the whole time.
+    for beat in (beat_a, beat_b):
+        assert beat.output().count(TICK_SENT) >= 5, beat.output()[-2000:]
+    for name, anchor in (("twin", start), ("static-pulse", datetime(1970, 1, 1, tzinfo=UTC))):
+        moments = fired(runtime, name)
+        assert len(moments) == len(set(moments)), f"{name}: a moment fired twice: {moments}"
+        assert all((m - anchor).total_seconds() % 1 == 0 for m in moments)
+    static_signal = runtime.signals.list(kind="timer.due", delegate_id="beat-test", limit=1)[0]
+    assert static_signal.source == "timers" and static_signal.data["purpose"] == "Pulse"
+
+
+def test_beat_down_over_three_moments_fires_latest_once_or_skips(
+    runtime: Runtime,
+    periodic_worker: ChildProcess,
+    beat_env: dict[str, str],
+    module_dir: Path,
+    beats: list[ChildProcess],
+) -> None:
+    every = 4
+    start = aligned(db_now(runtime), every)
+    for name, missed in (("down-latest", "latest"), ("down-skip", "skip")):
+        add_timer({"name": name, "purpose": "p", "every_s": every, "start": start.isoformat(),
+                   "missed": missed}, runtime=runtime)  # fmt: skip
+    beat = start_celery_beat("beat-down-1", beat_env, module_dir)
+    beats.append(beat)
+    wait_until(
+        lambda: fired(runtime, "down-latest") and fired(runtime, "down-skip"),
+        30,
+        "a first on-time moment of both timers",
+    )
+    beat.stop()
+    time.sleep(1.0)  # ticks still queued when beat stopped have run by now
+    last_before = max(fired(runtime, "down-latest") + fired(runtime, "down-skip"))
+
+    # Stay down over three moments, and come back just after the third (or a later) one.
+    missed_moment = last_before + timedelta(seconds=3 * every)
+    while missed_moment <= db_now(runtime):
+        missed_moment += timedelta(seconds=every)
+    time.sleep(max(0.0, (missed_moment - db_now(runtime)).total_seconds() + 0.1))
+    restarted_at = db_now(runtime)
+    log_mark = len(periodic_worker.output())
+
+    beat = start_celery_beat("beat-down-2", beat_env, module_dir)
+    beats.append(beat)
+    wait_until(
+        lambda: (
+            max(fired(runtime, "down-skip")) > restarted_at
+            and max(fired(runtime, "down-latest")) > missed_moment
+        ),
+        30,
+        "both timers firing again after the restart",
+    )
+    beat.stop()
+
+    latest = [m for m in fired(runtime, "down-latest") if m > last_before]
+    skip = [m for m in fired(runtime, "down-skip") if m > last_before]
+    down = [last_before + timedelta(seconds=every * k) for k in (1, 2, 3)]
+    assert all(m <= restarted_at for m in down)
+    # Default policy: the moments missed while down fire once, for the latest of them.
+    first_back = latest[0]
+    assert first_back >= down[-1]
+    assert not set(down[:-1]) & set(latest)
+    assert len(latest) == len(set(latest))
+    # Skip policy: nothing of the time beat was down fires, and the timer runs on.
+    assert not [m for m in skip if m <= restarted_at]
+    assert skip and max(skip) > restarted_at
+    log = periodic_worker.output()[log_mark:]
+    assert "event=timer_skipped" in log and "timer=down-skip" in log
+    if first_back <= restarted_at:  # the usual case: the first tick came before the next moment
+        assert "event=timer_caught_up" in log
+
+
+def test_one_shot_fires_once_and_is_then_done(
+    runtime: Runtime,
+    periodic_worker: ChildProcess,
+    beat_env: dict[str, str],
+    module_dir: Path,
+    beats: list[ChildProcess],
+) -> None:
+    at = db_now(runtime) + timedelta(seconds=3)
+    info = add_timer({"name": "once", "purpose": "Call the bank", "at": at.isoformat()},
+                     runtime=runtime)  # fmt: skip
+    assert info.id is not None
+    beat = start_celery_beat("beat-once", beat_env, module_dir)
+    beats.append(beat)
+    wait_until(lambda: fired(runtime, "once"), 30, "the one-shot moment")
+    ticks = beat.output().count(TICK_SENT)
+    wait_until(lambda: beat.output().count(TICK_SENT) >= ticks + 5, 30, "five more ticks")
+    beat.stop()
+
+    assert fired(runtime, "once") == [at]
+    stored = get_timer(info.id, runtime=runtime)
+    assert stored is not None and stored.state == "done" and stored.next_due is None
+    assert stored.last_fired == at
+    assert "once" not in {t.name for t in list_timers(runtime=runtime)}
+    [signal] = [
+        s for s in runtime.signals.list(kind="timer.due", limit=1_000) if s.data["timer"] == "once"
+    ]
+    assert signal.data == {
+        "timer": "once",
+        "scheduled_for": at.astimezone(UTC).isoformat(),
+        "recurrence": "once",
+        "purpose": "Call the bank",
+    }
+
+
+def test_invalid_timers_file_fails_beat_start_naming_entry_and_field(
+    stores: Stores, beat_env: dict[str, str], tmp_path: Path, beats: list[ChildProcess]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[timers.ok]\nevery_s = 5\npurpose = "p"\n\n'
+                   '[timers.broken]\ncron = "0 25 * * *"\npurpose = "p"\n')  # fmt: skip
+    beat = celery_beat("beat-bad", {**beat_env, "INNER_PLANE_TIMERS_FILE": str(bad)}, tmp_path)
+    beats.append(beat)
+    beat.start()
+    assert beat.process is not None
+    code = beat.process.wait(60)
+    assert code != 0
+    output = beat.output()
+    assert f"inner-plane: error: invalid timers file: {bad}: timer 'broken': cron: " in output
+    assert TICK_SENT not in output
