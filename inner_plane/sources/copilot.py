@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from inner_plane.publish import publish
+from inner_plane.publish import log_rejected, publish
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import PublishResult, SignalError, Trust
 
@@ -44,12 +44,18 @@ def report_task(
     ``detail`` is the result, the question or the error, by status. ``trust`` defaults to
     trusted (the runner is ours); pass ``Trust.UNTRUSTED`` when the detail quotes outside text.
     """
+    problem: SignalError | None = None
     if status not in KINDS:
-        raise SignalError("status", "must be completed, input_required or failed")
-    if not isinstance(task_id, str) or not 1 <= len(task_id) <= 200:
-        raise SignalError("data.task_id", "must be a string of 1 to 200 characters")
-    if not isinstance(title, str) or not title.strip():
-        raise SignalError("data.title", "must be a non-empty string")
+        problem = SignalError("status", "must be completed, input_required or failed")
+    elif not isinstance(task_id, str) or not 1 <= len(task_id) <= 200:
+        problem = SignalError("data.task_id", "must be a string of 1 to 200 characters")
+    elif not isinstance(title, str) or not title.strip():
+        problem = SignalError("data.title", "must be a non-empty string")
+    if problem is not None:
+        log_rejected(
+            {"kind": KINDS.get(status), "source": SOURCE, "delegate_id": delegate_id}, problem, via
+        )
+        raise problem
     data: dict[str, Any] = {"task_id": task_id, "title": title}
     if detail is not None:
         data[DETAIL_FIELD[status]] = detail
