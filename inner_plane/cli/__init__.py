@@ -15,6 +15,7 @@ from inner_plane.cli import (
     serve,
     signals,
     thoughtflow,
+    timeline,
     timers,
 )
 from inner_plane.config import ConfigError
@@ -40,6 +41,7 @@ app.add_typer(activations.activations_app, name="activations")
 app.add_typer(timers.timers_app, name="timers")
 app.add_typer(memory.memory_app, name="memory")
 app.add_typer(thoughtflow.thoughtflow_app, name="thoughtflow")
+app.command("timeline")(timeline.timeline)
 app.add_typer(processors.processors_app, name="processors")
 app.command("serve")(serve.serve)
 app.command("mcp")(serve.mcp)

@@ -114,6 +114,19 @@ class ContextComposer:
         words = cue_words(activation, local_now)
         query = query_text(words)
         claimed = {signal.id for signal in activation.signals}
+        conversation.notify_live(
+            {
+                "seq": None,
+                "type": conversation.MEMORY_RETRIEVAL,
+                "payload": {"status": "pending", "cue": " ".join(words)},
+                "delegate_id": activation.delegate_id,
+                "activation_id": str(activation.id),
+                "turn_id": None,
+                "conversation_id": None,
+                "created_at": None,
+                "live_only": True,
+            }
+        )
         turn_id = None if activation.user_message is None else activation.user_message.turn_id
         with self.engine.connect() as connection:
             standing = memories.standing(connection, activation.delegate_id, self.limits.standing)

@@ -1,0 +1,174 @@
+"""The conversation timeline: durable conversation events presented in order, live or replayed.
+
+:func:`entry` turns one stored event into a timeline entry; the live side
+(:func:`follow_live`) and :func:`replay` both go through it, so replaying the stored events
+rebuilds exactly the sequence shown live. Inner activity is never presented as a user message:
+only ``user.message`` events carry the ``user`` role.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+from sqlalchemy import Engine
+
+from inner_plane.journal import conversation as events
+
+LABELS = {
+    events.USER_MESSAGE: "User",
+    events.ASSISTANT_MESSAGE: "Assistant",
+    events.TOOL_CALL: "Tool call",
+    events.TOOL_RESULT: "Tool result",
+    events.MEMORY_RETRIEVAL: "Inner Plane: memory retrieval",
+    events.CONTEXT_ATTACHED: "Inner context attached to user turn",
+    events.ACTIVATION_STARTED: "Internal activity started",
+    events.ACTIVATION_COMPLETED: "Internal activity completed",
+    events.ACTIVATION_FAILED: "Internal activity failed",
+    events.CONTEXT_USAGE: "Inner Plane: context.usage",
+    events.CONTEXT_COMPACTED: "Inner Plane: context.compacted",
+    events.CONTEXT_CAPSULE: "Inner Plane: context.capsule",
+}
+
+
+def _role(event_type: str) -> str:
+    if event_type == events.USER_MESSAGE:
+        return "user"
+    if event_type == events.ASSISTANT_MESSAGE:
+        return "assistant"
+    if event_type in (events.TOOL_CALL, events.TOOL_RESULT):
+        return "tool"
+    return "inner"
+
+
+def _signals_summary(payload: dict[str, Any]) -> str:
+    signals = payload.get("signals") or []
+    if not isinstance(signals, list):
+        return ""
+    kinds = sorted({str(s.get("kind")) for s in signals if isinstance(s, dict)})
+    return f"{len(signals)} signal(s)" + (f": {', '.join(kinds)}" if kinds else "")
+
+
+def summary(event_type: str, payload: dict[str, Any]) -> str:
+    """One line describing the event (the expandable detail is the payload)."""
+    if event_type in (events.USER_MESSAGE, events.ASSISTANT_MESSAGE):
+        return str(payload.get("text") or payload.get("content") or "")
+    if event_type == events.TOOL_CALL:
+        return f"{payload.get('name')} {payload.get('arguments')}"
+    if event_type == events.TOOL_RESULT:
+        outcome = payload.get("error") or payload.get("output")
+        return f"{payload.get('name')} -> {outcome}"
+    if event_type == events.MEMORY_RETRIEVAL:
+        memories = payload.get("memories") or []
+        if payload.get("status") == "recalled":
+            shown = "; ".join(str(m.get("content"))[:80] for m in memories[:3])
+            return f"recalled {len(memories)}: {shown}"
+        return str(payload.get("status") or "")
+    if event_type in (events.ACTIVATION_STARTED, events.CONTEXT_ATTACHED):
+        trigger = payload.get("trigger")
+        return " ".join(p for p in (str(trigger or ""), _signals_summary(payload)) if p)
+    if event_type == events.ACTIVATION_COMPLETED:
+        duration = payload.get("duration_ms")
+        return f"in {duration:.0f} ms" if isinstance(duration, int | float) else ""
+    if event_type == events.ACTIVATION_FAILED:
+        return str(payload.get("error") or "")
+    if event_type == events.CONTEXT_USAGE:
+        return (
+            f"input {payload.get('input_tokens')} output {payload.get('output_tokens')} "
+            f"total {payload.get('total_tokens')} tokens"
+        )
+    if event_type == events.CONTEXT_CAPSULE:
+        return str(payload.get("status") or "")
+    return ""
+
+
+def entry(record: dict[str, Any]) -> dict[str, Any]:
+    """A timeline entry from one event record (stored, or live-only)."""
+    event_type = record["type"]
+    payload = record["payload"]
+    return {
+        "seq": record.get("seq"),
+        "at": record.get("created_at"),
+        "type": event_type,
+        "label": LABELS.get(event_type, f"Inner Plane: {event_type}"),
+        "role": _role(event_type),
+        "summary": summary(event_type, payload),
+        "activation_id": record.get("activation_id"),
+        "turn_id": record.get("turn_id"),
+        "conversation_id": record.get("conversation_id"),
+        "live_only": bool(record.get("live_only")),
+        "detail": payload,
+    }
+
+
+def replay(
+    engine: Engine, delegate_id: str, conversation_id: uuid.UUID | None = None
+) -> list[dict[str, Any]]:
+    """Rebuild the timeline from the stored conversation events alone."""
+    return [entry(r) for r in events.read_events(engine, delegate_id, conversation_id)]
+
+
+def follow_live(callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+    """Call ``callback`` with each timeline entry as its event commits (or, for live-only
+    notifications, as it happens). Returns a function that stops following."""
+
+    def listener(record: dict[str, Any]) -> None:
+        callback(entry(record))
+
+    events.add_listener(listener)
+    return lambda: events.remove_listener(listener)
+
+
+CapsuleStatus = Literal["started", "completed", "failed"]
+
+
+def report_capsule(
+    engine: Engine,
+    delegate_id: str,
+    status: CapsuleStatus,
+    *,
+    summary_text: str | None = None,
+    error: str | None = None,
+    activation_id: uuid.UUID | None = None,
+) -> None:
+    """The delegate reports a continuity-capsule refresh. ``completed`` is a durable
+    conversation event; ``started`` and ``failed`` are live-only notifications."""
+    if status not in ("started", "completed", "failed"):
+        raise ValueError(f"capsule status must be started, completed or failed, not {status!r}")
+    payload: dict[str, Any] = {"status": status}
+    if summary_text is not None:
+        payload["summary"] = summary_text
+    if error is not None:
+        payload["error"] = error
+    if status == "completed":
+        with engine.begin() as connection:
+            events.append_event(
+                connection,
+                delegate_id=delegate_id,
+                type=events.CONTEXT_CAPSULE,
+                payload=payload,
+                activation_id=activation_id,
+            )
+        return
+    events.notify_live(
+        {
+            "seq": None,
+            "type": events.CONTEXT_CAPSULE,
+            "payload": payload,
+            "delegate_id": delegate_id,
+            "activation_id": None if activation_id is None else str(activation_id),
+            "turn_id": None,
+            "conversation_id": None,
+            "created_at": None,
+            "live_only": True,
+        }
+    )
+
+
+def render_line(item: dict[str, Any]) -> str:
+    at = str(item.get("at") or "live")[:19].replace("T", " ")
+    text = " ".join(str(item["summary"]).split())
+    if len(text) > 160:
+        text = text[:157] + "..."
+    return f"{at}  {item['label']}" + (f": {text}" if text else "")
