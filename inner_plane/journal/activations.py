@@ -33,6 +33,7 @@ class DueWindow:
     newest: datetime | None
     interrupt: bool
     now: datetime
+    user_turn_waiting: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,18 +100,21 @@ class SignalEvent:
 
 
 def due_window(connection: Connection, delegate_id: str) -> DueWindow:
+    """One round trip: the due wake/interrupt signals, whether a user turn waits, and now()."""
     row = connection.execute(
         text(
             f"""
             SELECT count(*), min(available_at), max(available_at),
-                   coalesce(bool_or(mode = 'interrupt'), false), now()
+                   coalesce(bool_or(mode = 'interrupt'), false), now(),
+                   EXISTS (SELECT 1 FROM user_turns
+                            WHERE delegate_id = :delegate AND state = 'queued')
               FROM signals
              WHERE {_DUE} AND mode IN ('wake', 'interrupt')
             """  # noqa: S608 - constant fragment, parameters bound
         ),
         {"delegate": delegate_id},
     ).one()
-    return DueWindow(int(row[0]), row[1], row[2], bool(row[3]), row[4])
+    return DueWindow(int(row[0]), row[1], row[2], bool(row[3]), row[4], bool(row[5]))
 
 
 def has_due_signals(connection: Connection, delegate_id: str) -> bool:

@@ -24,14 +24,20 @@ class LeaseLost(Exception):
         self.current = current
 
 
-_ENSURE = text("INSERT INTO leases (delegate_id) VALUES (:delegate) ON CONFLICT DO NOTHING")
+# One statement: create the row on first use, else take it over if free or expired. RETURNING
+# also says whether a previous holder left work behind (claims, running rows) to recover.
 _ACQUIRE = text(
     """
-    UPDATE leases
-       SET epoch = epoch + 1, holder = :holder, activation_id = NULL,
-           expires_at = now() + make_interval(secs => :ttl), updated_at = now()
-     WHERE delegate_id = :delegate AND (holder IS NULL OR expires_at < now())
-    RETURNING epoch
+    INSERT INTO leases AS l (delegate_id, epoch, holder, expires_at, updated_at)
+    VALUES (:delegate, 1, :holder, now() + make_interval(secs => :ttl), now())
+    ON CONFLICT (delegate_id) DO UPDATE
+       SET epoch = l.epoch + 1, holder = EXCLUDED.holder, activation_id = NULL,
+           expires_at = EXCLUDED.expires_at, updated_at = now()
+     WHERE l.holder IS NULL OR l.expires_at < now()
+    RETURNING l.epoch,
+        EXISTS (SELECT 1 FROM signals WHERE delegate_id = :delegate AND state = 'claimed')
+        OR EXISTS (SELECT 1 FROM activations WHERE delegate_id = :delegate AND state = 'running')
+        OR EXISTS (SELECT 1 FROM user_turns WHERE delegate_id = :delegate AND state = 'running')
     """
 )
 _RENEW = text(
@@ -72,12 +78,16 @@ class Leases:
 
     def acquire(self, delegate_id: str, holder: str, ttl_s: float) -> int | None:
         """Take the lease if free or expired; return the new epoch, or None if it is held."""
+        taken = self.take(delegate_id, holder, ttl_s)
+        return None if taken is None else taken[0]
+
+    def take(self, delegate_id: str, holder: str, ttl_s: float) -> tuple[int, bool] | None:
+        """Like acquire, and also whether a previous holder left work to recover."""
         with self.engine.begin() as connection:
-            connection.execute(_ENSURE, {"delegate": delegate_id})
-            epoch = connection.execute(
+            row = connection.execute(
                 _ACQUIRE, {"delegate": delegate_id, "holder": holder, "ttl": ttl_s}
-            ).scalar()
-        return None if epoch is None else int(epoch)
+            ).first()
+        return None if row is None else (int(row[0]), bool(row[1]))
 
     def renew(self, delegate_id: str, epoch: int, ttl_s: float) -> bool:
         with self.engine.begin() as connection:

@@ -126,16 +126,18 @@ class Lane:
             logs.emit("deferred", delegate=delegate_id, reason="busy: activation lock held")
             return outcome
         try:
-            epoch = self.leases.acquire(delegate_id, self.holder, self.settings.lease_ttl_s)
-            if epoch is None:
+            taken = self.leases.take(delegate_id, self.holder, self.settings.lease_ttl_s)
+            if taken is None:
                 outcome.deferred = "busy"
                 logs.emit("deferred", delegate=delegate_id, reason="busy: lease held")
                 return outcome
+            epoch, left_behind = taken
             heartbeat = Heartbeat(self.runtime, delegate_id, epoch, lock or None)
             heartbeat.start()
             reschedule: float | None = None
             try:
-                self._recover(delegate_id, epoch)
+                if left_behind:
+                    self._recover(delegate_id, epoch)
                 reschedule = self._drain(delegate_id, epoch, reason, heartbeat, outcome)
             except LeaseLost as error:
                 outcome.lease_lost = True
@@ -170,11 +172,8 @@ class Lane:
         with self.runtime.engine.begin() as connection:
             fence(connection, delegate_id, epoch)
             recovered = journal.recover_stale(connection, delegate_id, epoch)
-            expired = journal.expire_due(connection, delegate_id)
         for signal in recovered:
             logs.emit("recovered", **_signal_fields(signal), reason="claim of a lost activation")
-        for signal in expired:
-            logs.emit("expired", **_signal_fields(signal))
 
     def _drain(
         self,
@@ -205,13 +204,13 @@ class Lane:
         activation_id = uuid.uuid4()
         with self.runtime.engine.begin() as connection:
             fence(connection, delegate_id, epoch)
-            now: datetime = connection.execute(text("SELECT now()")).scalar_one()
+            window = journal.due_window(connection, delegate_id)
+            now = window.now
             # A permitted interrupt goes first, even before a waiting user turn.
-            interrupt = journal.has_pending_interrupt(connection, delegate_id)
             turn = (
-                None
-                if interrupt
-                else journal.next_user_turn(connection, delegate_id, activation_id)
+                journal.next_user_turn(connection, delegate_id, activation_id)
+                if window.user_turn_waiting and not window.interrupt
+                else None
             )
             if turn is not None:
                 trigger = Trigger.USER_TURN
@@ -219,7 +218,6 @@ class Lane:
                 why = f"user turn on {turn.channel}"
             else:
                 user_message = None
-                window = journal.due_window(connection, delegate_id)
                 wait = wait_before_claim(
                     window,
                     self.settings.batch_quiet_ms / 1000,
@@ -266,7 +264,6 @@ class Lane:
                 for signal in dead:
                     logs.emit("dead", **_signal_fields(signal), reason=signal.last_error)
                 return None
-            self.leases.mark_activation(connection, delegate_id, epoch, activation_id)
             journal.insert_activation(
                 connection,
                 activation_id=activation_id,
@@ -519,10 +516,8 @@ class Lane:
         """A signal or user turn that arrived between the last check and the release would
         otherwise wait for the sweeper: look once more and enqueue a fresh activate."""
         with self.runtime.engine.connect() as connection:
-            pending = journal.has_queued_user_turn(
-                connection, delegate_id
-            ) or journal.has_due_signals(connection, delegate_id)
-        if pending:
+            window = journal.due_window(connection, delegate_id)
+        if window.count or window.user_turn_waiting:
             reschedule = 0.0 if reschedule is None else min(reschedule, MAX_COUNTDOWN_S)
         if reschedule is None:
             return

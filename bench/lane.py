@@ -1,0 +1,271 @@
+"""Benchmark of the activation lane (issue 3).
+
+Prints, in one run on the same stores:
+  1. wake latency: publish -> agent start, minus the batching window (p50, p99), against the raw
+     Celery enqueue -> task start latency of a no-op task on the same activation worker;
+  2. plane overhead per activation excluding the agent (lock, lease, claim, compose, settle,
+     record, release) p50/p99, with 100,000 signals already in the journal;
+  3. activations per second across 1,000 delegates with 2 activation worker processes, and the
+     overlap check from the journal.
+The last line is one JSON object with every figure.
+
+    .venv/bin/python bench/lane.py [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-bench"))
+
+from sqlalchemy import text  # noqa: E402
+
+from inner_plane import logs  # noqa: E402
+from inner_plane.agent.minimal_composer import MinimalComposer  # noqa: E402
+from inner_plane.agent.port import AgentResult, Disposition, Settlement  # noqa: E402
+from inner_plane.config import build_settings  # noqa: E402
+from inner_plane.lane.runner import Lane  # noqa: E402
+from inner_plane.publish import publish, publish_many  # noqa: E402
+from inner_plane.runtime import build_runtime, set_runtime  # noqa: E402
+from tests.support.processes import ChildProcess, celery_worker  # noqa: E402
+from tests.support.stores import start_stores, truncate_all  # noqa: E402
+
+QUICK = "--quick" in sys.argv
+QUIET_MS = 50
+PROBES = 40 if QUICK else 100
+OVERHEAD_RUNS = 100 if QUICK else 300
+PRELOAD = 20_000 if QUICK else 100_000
+DELEGATES = 300 if QUICK else 1_000
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(statistics.median(values), 3),
+        "p99": round(pct(values, 0.99), 3),
+        "n": len(values),
+    }
+
+
+class InstantAgent:
+    name = "instant"
+
+    def run(self, context, guard):  # type: ignore[no-untyped-def]
+        return AgentResult(
+            settlements={i: Settlement(Disposition.ACTED) for i in context.rendered_signal_ids}
+        )
+
+
+def wait_until(condition, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit("benchmark timed out")
+        time.sleep(0.002)
+
+
+def main() -> None:
+    logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
+    stores = start_stores()
+    truncate_all(stores.database_url)
+    settings = build_settings(
+        database_url=stores.database_url,
+        redis_url=stores.redis_url,
+        data_dir=stores.data_dir,
+        batch_quiet_ms=QUIET_MS,
+        batch_max_age_ms=QUIET_MS * 4,
+    )
+    rt = build_runtime(settings)
+    set_runtime(rt)
+    rt.redis.flushdb()
+    log_dir = stores.data_dir / "bench-logs"
+    log_dir.mkdir(exist_ok=True)
+    env = stores.env(
+        INNER_PLANE_AGENT="scripted",
+        INNER_PLANE_AGENT_SCRIPT=json.dumps({"steps": 0}),
+        INNER_PLANE_BATCH_QUIET_MS=str(QUIET_MS),
+        INNER_PLANE_BATCH_MAX_AGE_MS=str(QUIET_MS * 4),
+        INNER_PLANE_LOG_LEVEL="WARNING",
+    )
+    workers: list[ChildProcess] = []
+    try:
+        for name in ("bench-act1", "bench-act2"):
+            worker = celery_worker(
+                name,
+                env,
+                log_dir,
+                queues="activation",
+                extra=("--include", "bench.lane_baseline"),
+            ).start()
+            workers.append(worker)
+        for worker in workers:
+            worker.wait_for(" ready.", 60)
+        # Warm both workers' connections.
+        publish(kind="task.completed", source="warm", delegate_id="warm")
+        wait_until(lambda: rt.signals.list("warm", "delivered", limit=1) != [])
+
+        # 1. raw Celery enqueue -> start.
+        from inner_plane import celery_bridge
+
+        key = f"bench:probe:{uuid.uuid4()}"
+        raw: list[float] = []
+        for _ in range(PROBES):
+            celery_bridge.send(
+                settings,
+                "bench.lane_start_probe",
+                celery_bridge.ACTIVATION_QUEUE,
+                args=(time.time(), key),
+            )
+            wait_until(lambda: rt.redis.llen(key) > len(raw), 30)
+            sent, started = (float(x) for x in rt.redis.lindex(key, len(raw)).split(":"))  # type: ignore[union-attr]
+            raw.append((started - sent) * 1000)
+            time.sleep(0.01)
+
+        # 1b. wake latency: publish -> activation start, minus the quiet window.
+        wake: list[float] = []
+        for n in range(PROBES):
+            result = publish(
+                kind="task.completed", source="probe", delegate_id="lat", data={"n": n}
+            )
+            wait_until(
+                lambda r=result: (
+                    (s := rt.signals.get(r.id)) is not None  # type: ignore[misc]
+                    and s.state.value == "delivered"
+                ),
+                30,
+            )
+            with rt.engine.connect() as connection:
+                added_ms = connection.execute(
+                    text(
+                        "SELECT extract(epoch FROM a.started_at - s.created_at) * 1000 "
+                        "FROM signals s JOIN activations a ON a.id = s.claimed_by "
+                        "WHERE s.id = :id"
+                    ),
+                    {"id": result.id},
+                ).scalar_one()
+            wake.append(float(added_ms) - QUIET_MS)
+            time.sleep(0.01)
+
+        # 3. activations per second across many delegates, two worker processes.
+        drafts = [
+            {"kind": "task.completed", "source": "fanout", "delegate_id": f"d{i:04d}"}
+            for i in range(DELEGATES)
+        ]
+        t0 = time.monotonic()
+        publish_many(drafts)
+        with rt.engine.connect() as connection:
+
+            def fanout_done() -> bool:
+                return (
+                    connection.execute(
+                        text(
+                            "SELECT count(*) FROM signals WHERE source = 'fanout' "
+                            "AND state = 'delivered'"
+                        )
+                    ).scalar_one()
+                    == DELEGATES
+                )
+
+            wait_until(fanout_done, 300)
+        fanout_s = time.monotonic() - t0
+        with rt.engine.connect() as connection:
+            overlaps = connection.execute(
+                text(
+                    """
+                    SELECT count(*) FROM activations a JOIN activations b
+                      ON a.delegate_id = b.delegate_id AND a.id <> b.id
+                     AND a.started_at < b.started_at AND b.started_at < a.finished_at
+                    """
+                )
+            ).scalar_one()
+            fanout_activations = connection.execute(
+                text("SELECT count(*) FROM activations WHERE delegate_id LIKE 'd%'")
+            ).scalar_one()
+    finally:
+        for worker in workers:
+            worker.stop()
+
+    # 2. overhead per activation with a large journal (in-process, instant agent).
+    with rt.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data, trust,
+                                     max_attempts, occurred_at, available_at, state)
+                SELECT gen_random_uuid(), 'hist' || (g % 500), 'task.completed', 'history',
+                       'wake', 50, jsonb_build_object('n', g), 'trusted', 5, now(), now(),
+                       CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'delivered' END
+                  FROM generate_series(1, :n) g
+                """
+            ),
+            {"n": PRELOAD},
+        )
+        connection.execute(text("ANALYZE signals"))
+    quick = replace(
+        rt,
+        settings=rt.settings.model_copy(
+            update={"batch_quiet_ms": 0, "batch_max_age_ms": 0, "wake_budget_per_hour": 10**9}
+        ),
+    )
+    lane = Lane(quick, InstantAgent(), MinimalComposer(), holder="bench")
+    overhead: list[float] = []
+    for n in range(OVERHEAD_RUNS):
+        with rt.engine.begin() as connection:
+            connection.execute(
+                text(
+                    """
+                    INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data,
+                                         trust, max_attempts, occurred_at, available_at)
+                    VALUES (gen_random_uuid(), 'overhead', 'task.completed', 'bench', 'wake',
+                            50, CAST(:data AS jsonb), 'trusted', 5, now(), now())
+                    """
+                ),
+                {"data": json.dumps({"n": n})},
+            )
+        t0 = time.perf_counter()
+        outcome = lane.run("overhead")
+        overhead.append((time.perf_counter() - t0) * 1000)
+        assert len(outcome.activations) == 1
+
+    raw_s, wake_s, over_s = summary(raw), summary(wake), summary(overhead)
+    figures = {
+        "machine": f"{os.cpu_count()} cores, shared; embedded PostgreSQL 18 + Redis 6.2",
+        "quick": QUICK,
+        "batch_quiet_ms": QUIET_MS,
+        "raw_celery_start_ms": raw_s,
+        "wake_added_ms": wake_s,
+        "wake_added_p99_vs_celery_p99": round(wake_s["p99"] / raw_s["p99"], 3),
+        "journal_rows_for_overhead": PRELOAD + OVERHEAD_RUNS,
+        "overhead_ms": over_s,
+        "overhead_p99_ms": over_s["p99"],
+        "delegates": DELEGATES,
+        "fanout_activations": int(fanout_activations),
+        "activations_per_s": round(int(fanout_activations) / fanout_s, 1),
+        "overlaps": int(overlaps),
+    }
+    print(f"raw Celery enqueue->start ms: {raw_s}")
+    print(f"wake publish->agent start minus {QUIET_MS} ms window: {wake_s}")
+    print(f"  ratio p99 added wake / raw Celery: {figures['wake_added_p99_vs_celery_p99']}")
+    print(f"overhead per activation (no agent), {PRELOAD} rows in journal: {over_s}")
+    print(
+        f"{DELEGATES} delegates, 2 activation workers: {figures['activations_per_s']} "
+        f"activations/s, overlaps {overlaps}"
+    )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
