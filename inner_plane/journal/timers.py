@@ -105,6 +105,24 @@ _TIMERS = cast(Table, TimerRow.__table__)
 _STATIC = cast(Table, StaticTimerStateRow.__table__)
 
 
+# One statement moves every handled cursor of a tick (one round trip, not one per timer).
+_ADVANCE_DYNAMIC = text(
+    """
+    UPDATE timers AS t SET
+        last_moment = u.moment,
+        next_due = u.next_due,
+        last_fired = CASE WHEN u.fired THEN u.moment ELSE t.last_fired END,
+        state = CASE WHEN u.next_due IS NULL THEN 'done' ELSE t.state END,
+        updated_at = now()
+    FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:moments AS timestamptz[]),
+        CAST(:next_due AS timestamptz[]), CAST(:fired AS boolean[])
+    ) AS u(id, moment, next_due, fired)
+    WHERE t.id = u.id
+    """
+)
+
+
 class TimerNameTaken(Exception):
     """An active timer with this name already exists for the delegate."""
 
@@ -213,17 +231,16 @@ class TimerJournal:
 
     @staticmethod
     def _write_dynamic(connection: Connection, updates: Sequence[CursorUpdate]) -> None:
-        for item in updates:
-            values: dict[str, Any] = {
-                "last_moment": item.moment,
-                "next_due": item.next_due,
-                "updated_at": func.now(),
-            }
-            if item.fired:
-                values["last_fired"] = item.moment
-            if item.next_due is None:
-                values["state"] = "done"
-            connection.execute(update(_TIMERS).where(_TIMERS.c.id == item.key).values(**values))
+        if updates:
+            connection.execute(
+                _ADVANCE_DYNAMIC,
+                {
+                    "ids": [u.key for u in updates],
+                    "moments": [u.moment for u in updates],
+                    "next_due": [u.next_due for u in updates],
+                    "fired": [u.fired for u in updates],
+                },
+            )
 
     # Static timers.
 
