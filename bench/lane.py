@@ -49,7 +49,7 @@ DELEGATES = 300 if QUICK else 1_000
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def summary(values: list[float]) -> dict[str, float]:
