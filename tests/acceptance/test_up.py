@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -61,10 +62,33 @@ def wait_gone(pids: set[int], timeout: float = 30.0) -> set[int]:
     return {pid for pid in pids if alive(pid)}
 
 
+def plane_processes(data_dir: Path) -> list[int]:
+    """Every process started for this data dir (they all inherit INNER_PLANE_DATA_DIR)."""
+    marker = f"INNER_PLANE_DATA_DIR={data_dir}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if marker in (entry / "environ").read_bytes() and alive(int(entry.name)):
+                    found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """The plane's data dir. Whatever happens in the test, nothing started for it outlives it:
+    a failed test must not leave orphaned workers, Redis or PostgreSQL on a shared machine."""
+    path = tmp_path / "plane"
+    yield path
+    leftovers = set(plane_processes(path)) | set(processes_mentioning(str(path)))
+    for pid in leftovers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_up_runs_the_plane_and_stops_everything_on_ctrl_c(
-    tmp_path: Path, children: list[ChildProcess]
+    tmp_path: Path, data_dir: Path, children: list[ChildProcess]
 ) -> None:
-    data_dir = tmp_path / "plane"
     flower_port, api_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("INNER_PLANE_")}
     env.update(
@@ -150,6 +174,7 @@ def test_up_runs_the_plane_and_stops_everything_on_ctrl_c(
     leftovers = wait_gone({redis_pid, postmaster_pid} | plane_pids | supervised)
     assert not leftovers, f"processes left running: {sorted(leftovers)}"
     assert processes_mentioning(str(data_dir)) == []
+    assert plane_processes(data_dir) == []
     assert not (data_dir / "pg" / "postmaster.pid").exists()
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{flower_port}/healthcheck", timeout=2)
