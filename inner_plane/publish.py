@@ -201,6 +201,14 @@ def publish_drafts(
             logs.emit("published", **fields, trust=p.draft.trust, via=via)
         else:
             logs.emit("deduplicated", **fields, dedup_key=p.draft.dedup_key, via=via)
+    downgraded = [p.signal_id for p in to_insert if p.resolution.downgraded]
+    if downgraded:
+        # Durable too: `signals show` explains why the signal did not interrupt.
+        runtime.signals.add_events(
+            [d for d in downgraded if d in inserted],
+            "downgraded",
+            "interrupt requested by a kind not permitted to interrupt; treated as wake",
+        )
     if fresh:
         for callback in _after_publish:
             callback(runtime, fresh)

@@ -185,6 +185,26 @@ def add_events(
         )
 
 
+def note_due(connection: Connection, delegate_id: str, event: str, reason: str) -> None:
+    """Record an event (e.g. a window deferral) for every due wake/interrupt signal."""
+    connection.execute(
+        text(
+            f"""
+            INSERT INTO signal_events (signal_id, event, reason)
+            SELECT id, :event, :reason FROM signals
+             WHERE {_DUE} AND mode IN ('wake', 'interrupt')
+            """  # noqa: S608
+        ),
+        {"delegate": delegate_id, "event": event, "reason": reason},
+    )
+
+
+def note_signals(
+    connection: Connection, signal_ids: Sequence[uuid.UUID], event: str, reason: str
+) -> None:
+    add_events(connection, ((sid, event, reason, None) for sid in signal_ids))
+
+
 def recover_stale(connection: Connection, delegate_id: str, epoch: int) -> list[Signal]:
     """At lease acquisition: anything still claimed or running belongs to a dead holder."""
     connection.execute(

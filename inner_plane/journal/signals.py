@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import DateTime, Engine, Table, bindparam, func, select
+from sqlalchemy import DateTime, Engine, Table, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
 
@@ -85,6 +85,18 @@ class SignalJournal:
             else:
                 result = connection.execute(_INSERT, list(rows))
             return {row[0] for row in result}
+
+    def add_events(self, signal_ids: Sequence[uuid.UUID], event: str, reason: str) -> None:
+        if not signal_ids:
+            return
+        with self.engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO signal_events (signal_id, event, reason) "
+                    "VALUES (:signal, :event, :reason)"
+                ),
+                [{"signal": s, "event": event, "reason": reason} for s in signal_ids],
+            )
 
     def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
         wanted = list(ids)

@@ -213,6 +213,13 @@ class Lane:
                 else None
             )
             if turn is not None:
+                if window.count and first and reason == "wake":
+                    logs.emit(
+                        "deferred",
+                        delegate=delegate_id,
+                        reason="user turn waiting",
+                        turn=turn.id,
+                    )
                 trigger = Trigger.USER_TURN
                 user_message: UserMessage | None = UserMessage(turn.text, turn.channel, turn.id)
                 why = f"user turn on {turn.channel}"
@@ -226,6 +233,9 @@ class Lane:
                 if wait is None:
                     return self._next_due_in(connection, delegate_id)
                 if wait > 0:
+                    journal.note_due(
+                        connection, delegate_id, "deferred", f"batching window open ({wait:.3f} s)"
+                    )
                     logs.emit(
                         "deferred",
                         delegate=delegate_id,

