@@ -227,3 +227,65 @@ def test_invalid_timers_file_fails_beat_start_naming_entry_and_field(
     output = beat.output()
     assert f"inner-plane: error: invalid timers file: {bad}: timer 'broken': cron: " in output
     assert TICK_SENT not in output
+
+
+def test_timer_wake_carries_identity_time_recurrence_and_purpose_into_the_composed_context(
+    runtime: Runtime,
+    stores: Stores,
+    periodic_worker: ChildProcess,
+    beat_env: dict[str, str],
+    module_dir: Path,
+    beats: list[ChildProcess],
+) -> None:
+    from inner_plane.journal.activations import ActivationJournal
+    from inner_plane.journal.thoughtflow import get_thoughtflow
+    from inner_plane.memory.store import remember
+
+    # Learned intent lives in memory; the timer itself only says that its moment is due.
+    remember("when the periodic review wakes, check outstanding commitments", runtime=runtime)
+    remember("the garden needs watering on Fridays", runtime=runtime)
+    at = db_now(runtime) + timedelta(seconds=4)
+    add_timer({"name": "periodic-review", "purpose": "weekly look at open items",
+               "at": at.isoformat()}, runtime=runtime)  # fmt: skip
+    activation_env = {
+        **beat_env,
+        "INNER_PLANE_AGENT": "dry-run",
+        "INNER_PLANE_BATCH_QUIET_MS": "50",
+        "INNER_PLANE_BATCH_MAX_AGE_MS": "300",
+    }
+    worker = start_celery_worker("activation", activation_env, module_dir, queues="activation")
+    beats.append(worker)
+    beats.append(start_celery_beat("beat-wake", beat_env, module_dir))
+
+    def timer_activation() -> object:
+        for record in ActivationJournal(runtime.engine).recent("default", 50):
+            for signal_id in record.signal_ids:
+                signal = runtime.signals.get(signal_id)
+                if signal is not None and signal.kind == "timer.due" and record.finished_at:
+                    return record, signal
+        return None
+
+    wait_until(timer_activation, 60, "an activation that claimed the timer.due signal")
+    record, signal = timer_activation()  # type: ignore[misc]
+    scheduled_for = at.astimezone(UTC).isoformat()
+    expected = {
+        "timer": "periodic-review",
+        "scheduled_for": scheduled_for,
+        "recurrence": "once",
+        "purpose": "weekly look at open items",
+    }
+    assert signal.data == expected
+    assert record.trigger != "user"
+    flow = get_thoughtflow(runtime.engine, record.id)
+    assert flow is not None
+    [claimed] = [s for s in flow["signals"] if s["id"] == str(signal.id)]
+    assert claimed["data"] == expected and claimed["kind"] == "timer.due"
+    # The composed context carries all four, and the cue recalled the learned intent.
+    assert str(signal.id) in flow["rendered_signal_ids"]
+    for value in expected.values():
+        assert value in flow["envelope"], (value, flow["envelope"])
+    recalled = [m["content"] for m in flow["recalled_memories"]]
+    assert "when the periodic review wakes, check outstanding commitments" in recalled
+    assert "the garden needs watering on Fridays" not in recalled
+    # Never as user input.
+    assert all(item.get("role") != "user" for item in flow["model_input"] or [])
