@@ -28,7 +28,9 @@ class ExternalSignal(BaseModel):
         description="external.<processor>.<event>; must start with the processor's prefix",
     )
     source: str | None = Field(
-        default=None, description="Omit it: always external.<processor> (anything else is 403)"
+        default=None,
+        pattern=IDENTIFIER_RE.pattern,
+        description="Omit it: always external.<processor> (anything else is 403)",
     )
     delegate_id: str = Field(
         default="default", pattern=IDENTIFIER_RE.pattern, description="One of the granted delegates"

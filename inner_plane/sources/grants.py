@@ -88,7 +88,8 @@ def admit_one(
     if bad is not None:
         raise SignalError(*bad)
     source = source_of(processor)
-    candidate = dict(raw)
+    # An explicit null means "not given" for the fields the grant fills in.
+    candidate = {k: v for k, v in raw.items() if not (k in ("source", "trust") and v is None)}
     candidate.setdefault("source", source)
     candidate.setdefault("trust", Trust.TRUSTED if processor.trusted else Trust.UNTRUSTED)
     if dedup_key is not None:
