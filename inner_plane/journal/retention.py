@@ -12,15 +12,23 @@ from sqlalchemy import Engine, text
 
 FINISHED_STATES = ("delivered", "dismissed", "expired", "dead")
 
+# A signal's delivery history (signal_events) goes with it; activations and ThoughtFlow keep
+# their own copies of the claimed batch.
 _DELETE_BATCH = text(
     """
-    DELETE FROM signals WHERE id IN (
-        SELECT id FROM signals
-        WHERE state IN ('delivered', 'dismissed', 'expired', 'dead')
-          AND updated_at < now() - make_interval(secs => :age_s)
-        LIMIT :batch
-        FOR UPDATE SKIP LOCKED
+    WITH gone AS (
+        DELETE FROM signals WHERE id IN (
+            SELECT id FROM signals
+            WHERE state IN ('delivered', 'dismissed', 'expired', 'dead')
+              AND updated_at < now() - make_interval(secs => :age_s)
+            LIMIT :batch
+            FOR UPDATE SKIP LOCKED
+        )
+        RETURNING id
+    ), history AS (
+        DELETE FROM signal_events AS e USING gone WHERE e.signal_id = gone.id
     )
+    SELECT count(*) FROM gone
     """
 )
 
@@ -30,9 +38,11 @@ def delete_finished_signals(engine: Engine, older_than: timedelta, batch: int = 
     total = 0
     while True:
         with engine.begin() as connection:
-            deleted = connection.execute(
-                _DELETE_BATCH, {"age_s": older_than.total_seconds(), "batch": batch}
-            ).rowcount
+            deleted = int(
+                connection.execute(
+                    _DELETE_BATCH, {"age_s": older_than.total_seconds(), "batch": batch}
+                ).scalar_one()
+            )
         total += deleted
         if deleted < batch:
             return total

@@ -335,7 +335,15 @@ def test_retention_deletes_only_old_finished_signals(runtime: Runtime) -> None:
                     "id": signal_id,
                 },
             )
+        for state in ("dead", "fresh"):
+            connection.execute(
+                text("INSERT INTO signal_events (signal_id, event) VALUES (:id, 'claimed')"),
+                {"id": ids[state]},
+            )
     deleted = delete_finished_signals(runtime.engine, timedelta(days=30), batch=2)
     assert deleted == 4
     left = {s.dedup_key for s in runtime.signals.list(limit=100)}
     assert left == {"pending", "claimed", "fresh"}
+    with runtime.engine.connect() as connection:
+        history = connection.execute(text("SELECT signal_id FROM signal_events")).scalars().all()
+    assert history == [ids["fresh"]]
