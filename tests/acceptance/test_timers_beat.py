@@ -106,6 +106,9 @@ def test_two_beats_at_once_give_one_signal_per_moment(
     wait_until(lambda: len(set(fired(runtime, "static-pulse"))) >= 3, 30, "static moments")
     beat_a.stop(), beat_b.stop()
 
+    # The periodic worker serves beat's three tasks.
+    for task in ("inner_plane.timers_tick", "inner_plane.sweep", "inner_plane.retention"):
+        assert task in periodic_worker.output()
     # Both beats really were ticking the whole time.
     for beat in (beat_a, beat_b):
         assert beat.output().count(TICK_SENT) >= 5, beat.output()[-2000:]
