@@ -77,15 +77,6 @@ class Settings(BaseSettings):
     retention_age_s: float = Field(default=30 * 86_400, gt=0)
     retention_interval_s: float = Field(default=3_600, gt=0)
 
-    # Timers and beat's periodic work (timers issue). timers_file None: beat_schedule/timers.toml.
-    timers_file: Path | None = None
-    timers_tick_s: float = Field(default=1.0, gt=0)
-    timers_grace_s: float = Field(default=60.0, ge=0)  # lateness still "on time"
-    timers_leader_lock: bool = True  # Redis lock skipping redundant ticks (dedup is the guard)
-    timers_batch: int = Field(default=500, ge=1, le=10_000)
-    retention_age_s: float = Field(default=30 * 86_400, gt=0)
-    retention_interval_s: float = Field(default=3_600, gt=0)
-
     # Operator endpoints started by `inner-plane up`.
     flower_port: int = Field(default=5555, ge=1, le=65535)
     flower_address: str = "127.0.0.1"
