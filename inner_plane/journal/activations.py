@@ -579,17 +579,22 @@ class ActivationJournal:
             ).first()
         return None if row is None else UserTurn(*row)
 
-    def queue_user_turn(self, delegate_id: str, channel: str, text_: str) -> uuid.UUID:
-        turn_id = uuid.uuid4()
+    def queue_user_turn(
+        self, delegate_id: str, channel: str, text_: str, turn_id: uuid.UUID | None = None
+    ) -> uuid.UUID | None:
+        """Queue a turn; with an explicit id, a second call with the same id queues nothing
+        (returns None)."""
+        turn_id = turn_id or uuid.uuid4()
         with self.engine.begin() as connection:
-            connection.execute(
+            inserted = connection.execute(
                 text(
                     "INSERT INTO user_turns (id, delegate_id, channel, text) "
-                    "VALUES (:id, :delegate, :channel, :text)"
+                    "VALUES (:id, :delegate, :channel, :text) ON CONFLICT (id) DO NOTHING "
+                    "RETURNING id"
                 ),
                 {"id": turn_id, "delegate": delegate_id, "channel": channel, "text": text_},
-            )
-        return turn_id
+            ).scalar()
+        return None if inserted is None else turn_id
 
     def retry_signal(self, signal_id: uuid.UUID) -> Signal | None:
         """Operator: bring a dead (or dismissed/expired) signal back with fresh attempts."""

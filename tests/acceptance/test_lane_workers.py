@@ -270,6 +270,33 @@ def test_user_turn_runs_before_a_queued_background_activation(runtime, children,
     assert first.signal_ids == [wake]  # the background signal rode along as inner context
 
 
+def test_user_turn_task_from_another_process_is_queued_once_per_message(
+    runtime, children, log_dir
+) -> None:
+    from inner_plane import celery_bridge
+
+    sender = celery_bridge.sender(runtime.settings)
+    for _ in range(2):  # the same message delivered twice (same task id)
+        sender.send_task(
+            celery_bridge.USER_TURN_TASK,
+            args=("default", "from a phone bridge", "phone"),
+            queue=celery_bridge.ACTIVATION_QUEUE,
+            task_id="turn-message-1",
+        )
+    sender.send_task(
+        celery_bridge.USER_TURN_TASK,
+        args=("bad delegate!", "x", "phone"),
+        queue=celery_bridge.ACTIVATION_QUEUE,
+    )
+    [worker] = start_workers(children, _stores(runtime), log_dir, ["phone"], {"reply": "hi"})
+    wait_until(lambda: len(activations(runtime)) == 1, 30, "the turn ran")
+    worker.wait_for("delegate_id", 30)  # the bad message was rejected
+    time.sleep(0.5)
+    with runtime.engine.connect() as connection:
+        turns = connection.execute(text("SELECT delegate_id, state FROM user_turns")).all()
+    assert [tuple(t) for t in turns] == [("default", "done")]
+
+
 def test_interrupts_preempt_a_running_turn_only_when_permitted(runtime, children, log_dir) -> None:
     start_workers(children, _stores(runtime), log_dir, ["preempt"], {"steps": 8, "step_s": 0.3})
     journal = ActivationJournal(runtime.engine)

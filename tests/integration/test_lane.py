@@ -114,6 +114,7 @@ def test_batch_limit_spills_into_drain_activations_in_priority_order(lane_runtim
 def test_queued_user_turn_goes_before_background_work_and_attaches_signals(lane_runtime) -> None:
     wake = publish(kind="task.completed", source="copilot").id
     turn_id = ActivationJournal(lane_runtime.engine).queue_user_turn("default", "sms", "hello")
+    assert turn_id is not None
     agent = ScriptedAgent({"reply": "hi!"})
 
     outcome = lane(lane_runtime, agent).run("default")
@@ -193,6 +194,7 @@ class _PublishAtFirstStep:
 
 def test_permitted_interrupt_preempts_a_user_turn_which_then_runs_again(lane_runtime) -> None:
     turn_id = ActivationJournal(lane_runtime.engine).queue_user_turn("default", "text", "hi")
+    assert turn_id is not None
     agent = _PublishAtFirstStep("system.alert", "interrupt")
 
     lane(lane_runtime, agent).run("default")

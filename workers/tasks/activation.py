@@ -3,14 +3,15 @@ sweeper on `periodic`. Payload-free apart from the delegate: running one twice i
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.exceptions import Reject
 
 from inner_plane import celery_bridge as names
 from inner_plane.lane.runner import run_lane
 from inner_plane.lane.sweeper import sweep
+from inner_plane.lane.user_turns import ensure_user_turn
 from inner_plane.runtime import get_runtime
-from inner_plane.signals.model import IDENTIFIER_RE
+from inner_plane.signals.model import IDENTIFIER_RE, SignalError
 
 
 def _delegate(value: object) -> str:
@@ -24,9 +25,19 @@ def activate(delegate_id: str) -> None:
     run_lane(get_runtime(), _delegate(delegate_id), reason="wake")
 
 
-@shared_task(name=names.USER_TURN_TASK, acks_late=True)
-def user_turn(delegate_id: str, turn_id: str) -> None:
-    run_lane(get_runtime(), _delegate(delegate_id), reason=f"user turn {turn_id}")
+@shared_task(name=names.USER_TURN_TASK, acks_late=True, bind=True)
+def user_turn(
+    self: Task,  # type: ignore[type-arg]
+    delegate_id: str,
+    text: str,
+    channel: str = "text",
+    turn_id: str | None = None,
+) -> None:
+    try:
+        turn = ensure_user_turn(get_runtime(), delegate_id, text, channel, turn_id, self.request.id)
+    except SignalError as error:
+        raise Reject(str(error), requeue=False) from None
+    run_lane(get_runtime(), delegate_id, reason=f"user turn {turn}")
 
 
 @shared_task(name=names.SWEEP_TASK, acks_late=True)
