@@ -1,0 +1,305 @@
+"""Benchmark of the publish path (issue 2), in one run on the same stores and the same worker:
+
+  (a) ingest: journal ingestion rate through the Celery ``signals`` queue, one signal per message,
+      one worker with 2 processes (the production `inner-plane worker signals` command line);
+  (b) baseline: a plain Celery task doing one INSERT of the same row and one commit per message;
+  (c) raw: a no-op Celery task receiving the same payload (Celery's own per-message cost);
+  (d) bulk: many signals per Celery message (``inner_plane.publish_many``), and the direct
+      in-process bulk publish (``inner_plane.publish.publish_many``), in signals/s;
+  (e) a plain psycopg ``executemany`` of the same rows into the same table.
+
+For (a) to (c) and the Celery half of (d), N messages are enqueued first while the worker is
+paused (SIGSTOP); the clock starts when it continues (SIGCONT) and stops when the queue is
+drained (nothing waiting, nothing unacknowledged) and, for the journaling tasks, every row is in
+the journal. Each round runs every measurement once, interleaved, so machine noise hits
+them alike; figures are medians over the rounds (and the slowest round). The journal is emptied
+between measurements so every one inserts into the same table size.
+
+Prints the ratios a/c, d/c and d/e; the last line is one JSON object with every figure.
+
+    .venv/bin/python bench/publish.py [--quick]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+# Own embedded servers, apart from the test runs (the name is covered by .gitignore).
+os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-test-bench-publish"))
+
+import psycopg  # noqa: E402
+
+from inner_plane import celery_bridge, logs  # noqa: E402
+from inner_plane.config import Settings, build_settings  # noqa: E402
+from inner_plane.journal.database import libpq_url  # noqa: E402
+from inner_plane.publish import publish_many  # noqa: E402
+from inner_plane.runtime import Runtime, build_runtime, set_runtime  # noqa: E402
+from inner_plane.services.processes import celery_command  # noqa: E402
+from inner_plane.signals.kinds import KindRegistry  # noqa: E402
+from inner_plane.signals.model import derive_signal_id  # noqa: E402
+from tests.support.processes import ChildProcess  # noqa: E402
+from tests.support.stores import start_stores, truncate_all  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from baseline_tasks import INSERT_SQL, row_params  # noqa: E402
+
+QUICK = "--quick" in sys.argv
+ROUNDS = 3 if QUICK else 5
+MESSAGES = 600 if QUICK else 1_500  # per one-signal-per-message measurement
+BULK_MESSAGES = 10 if QUICK else 20  # Celery messages of BULK_SIZE signals each
+BULK_SIZE = 1_000
+DIRECT_BATCHES = 10 if QUICK else 20  # in-process batches of BULK_SIZE
+QUEUE = celery_bridge.SIGNALS_QUEUE
+KIND = "external.bench.finished"  # next-turn: the wake scheduler stays out of the ingest figure
+
+
+def signals(tag: str, count: int) -> list[dict[str, Any]]:
+    """Distinct signals, each with a dedup key (so the Redis fast path runs) and the id derived
+    from it (so the baseline inserts exactly the row the publish path would)."""
+    out = []
+    for n in range(count):
+        key = f"{tag}-{n}"
+        out.append(
+            {
+                "kind": KIND,
+                "source": "bench",
+                "delegate_id": "default",
+                "mode": "next-turn",
+                "priority": 50,
+                "dedup_key": key,
+                "id": str(derive_signal_id("default", "bench", key)),
+                "data": {"build": n, "status": "passed", "url": f"https://ci.example/b/{n}"},
+            }
+        )
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class Bench:
+    def __init__(self, settings: Settings, runtime: Runtime, worker: ChildProcess) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.worker = worker
+        self.redis = runtime.redis
+        self.url = libpq_url(runtime.database_url)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        truncate_all(self.runtime.database_url)
+
+    def drained(self) -> bool:
+        # With acks_late a message is in "unacked" until its task finished.
+        return self.redis.llen(QUEUE) == 0 and self.redis.hlen("unacked") == 0
+
+    def timed_drain(self, done: Callable[[], bool], timeout: float = 300.0) -> float:
+        """Let the paused worker go and time it until ``done``."""
+        start = time.perf_counter()
+        os.killpg(self.worker.pid, signal.SIGCONT)
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise SystemExit("benchmark timed out:\n" + self.worker.output()[-3000:])
+            time.sleep(0.005)
+        return time.perf_counter() - start
+
+    def enqueue(self, task: str, payloads: list[Any]) -> None:
+        """Queue every message while the worker (main process and pool) is stopped, so the clock
+        measures consuming only."""
+        os.killpg(self.worker.pid, signal.SIGSTOP)
+        for payload in payloads:
+            celery_bridge.send(self.settings, task, QUEUE, args=(payload,))
+        # The stopped worker may hold the first message in its socket buffer (a BRPOP answered
+        # while it was stopped); everything else waits in the list.
+        assert self.redis.llen(QUEUE) >= len(payloads) - 1
+
+    def journaled(self, count: int) -> Callable[[], bool]:
+        return lambda: self.drained() and self.runtime.signals.count() >= count
+
+    # -- measurements (each returns signals per second) -----------------------------------------
+
+    def celery_per_message(self, task: str, tag: str, journals: bool) -> float:
+        self.reset()
+        payloads = signals(tag, MESSAGES)
+        self.enqueue(task, payloads)
+        done = self.journaled(MESSAGES) if journals else self.drained
+        elapsed = self.timed_drain(done)
+        if journals and self.runtime.signals.count() != MESSAGES:
+            raise SystemExit(f"{task}: expected {MESSAGES} rows")
+        return MESSAGES / elapsed
+
+    def celery_bulk(self, tag: str) -> float:
+        self.reset()
+        batches = [signals(f"{tag}-{m}", BULK_SIZE) for m in range(BULK_MESSAGES)]
+        self.enqueue(celery_bridge.PUBLISH_MANY_TASK, batches)
+        total = BULK_MESSAGES * BULK_SIZE
+        elapsed = self.timed_drain(self.journaled(total))
+        if self.runtime.signals.count() != total:
+            raise SystemExit("publish_many: rows missing")
+        return total / elapsed
+
+    def direct_bulk(self, tag: str, latencies: list[float]) -> float:
+        self.reset()
+        batches = [signals(f"{tag}-{m}", BULK_SIZE) for m in range(DIRECT_BATCHES)]
+        start = time.perf_counter()
+        for batch in batches:
+            t0 = time.perf_counter()
+            publish_many(batch, runtime=self.runtime, via="bench")
+            latencies.append((time.perf_counter() - t0) * 1000)
+        elapsed = time.perf_counter() - start
+        assert self.runtime.signals.count() == DIRECT_BATCHES * BULK_SIZE
+        return DIRECT_BATCHES * BULK_SIZE / elapsed
+
+    def executemany(self, tag: str, latencies: list[float]) -> float:
+        self.reset()
+        batches = [
+            [row_params(s) for s in signals(f"{tag}-{m}", BULK_SIZE)] for m in range(DIRECT_BATCHES)
+        ]
+        with psycopg.connect(self.url) as conn:
+            start = time.perf_counter()
+            for rows in batches:
+                t0 = time.perf_counter()
+                with conn.cursor() as cursor:
+                    cursor.executemany(INSERT_SQL, rows)
+                conn.commit()
+                latencies.append((time.perf_counter() - t0) * 1000)
+            elapsed = time.perf_counter() - start
+        assert self.runtime.signals.count() == DIRECT_BATCHES * BULK_SIZE
+        return DIRECT_BATCHES * BULK_SIZE / elapsed
+
+
+def main() -> None:
+    stores = start_stores()
+    settings = build_settings(
+        database_url=stores.database_url, redis_url=stores.redis_url, data_dir=stores.data_dir
+    )
+    runtime = build_runtime(settings, registry=KindRegistry())
+    set_runtime(runtime)
+    runtime.redis.flushdb()
+    log_dir = stores.data_dir / "bench-logs"
+    log_dir.mkdir(exist_ok=True)
+    # The in-process publishes print their [inner-context] lines to a file, like the worker's.
+    context_lines = (log_dir / "direct-context.log").open("w")
+    logs.configure(log_format="logfmt", stream=context_lines)
+
+    # The production worker command line (`inner-plane worker signals -c 2`) plus the bench-only
+    # tasks.
+    command = celery_command("signals", settings, concurrency=2)
+    command += ["--include", "baseline_tasks", "--without-mingle", "--without-gossip"]
+    env = stores.env(PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "bench")]))
+    worker = ChildProcess("bench-worker", command, env, log_dir).start()
+    try:
+        worker.wait_for(" ready.", 60)
+        run(Bench(settings, runtime, worker))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGCONT)  # a stopped worker cannot shut down
+        worker.stop()
+        context_lines.close()
+        if stores.services is not None:
+            stores.services.stop()
+
+
+def run(bench: Bench) -> None:
+    names = ["ingest", "baseline_insert", "raw_noop", "bulk_celery", "bulk_direct", "executemany"]
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    direct_ms: list[float] = []
+    executemany_ms: list[float] = []
+    print(
+        f"publish benchmark: {ROUNDS} rounds (+1 warm-up); {MESSAGES} messages per one-signal "
+        f"measurement; bulk {BULK_MESSAGES}x{BULK_SIZE} via Celery, {DIRECT_BATCHES}x{BULK_SIZE} "
+        "in-process; worker -c 2 (prefork)",
+        flush=True,
+    )
+    for round_no in range(ROUNDS + 1):
+        tag = uuid.uuid4().hex[:8]
+        sample = {
+            "raw_noop": bench.celery_per_message("bench.noop", f"{tag}r", journals=False),
+            "ingest": bench.celery_per_message(celery_bridge.PUBLISH_TASK, f"{tag}i", True),
+            "baseline_insert": bench.celery_per_message("bench.insert_one", f"{tag}b", True),
+            "bulk_celery": bench.celery_bulk(f"{tag}c"),
+            "bulk_direct": bench.direct_bulk(f"{tag}d", direct_ms if round_no else []),
+            "executemany": bench.executemany(f"{tag}e", executemany_ms if round_no else []),
+        }
+        label = "warm-up" if round_no == 0 else f"round {round_no}"
+        print(f"  {label:>8}: " + "  ".join(f"{k}={v:,.0f}/s" for k, v in sample.items()))
+        if round_no:
+            for name, value in sample.items():
+                rates[name].append(value)
+
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    slowest = {name: min(values) for name, values in rates.items()}
+    ratios = {
+        "ingest_vs_raw": median["ingest"] / median["raw_noop"],
+        "ingest_vs_baseline_insert": median["ingest"] / median["baseline_insert"],
+        "baseline_insert_vs_raw": median["baseline_insert"] / median["raw_noop"],
+        "bulk_celery_vs_raw": median["bulk_celery"] / median["raw_noop"],
+        "bulk_direct_vs_executemany": median["bulk_direct"] / median["executemany"],
+    }
+    targets = {"ingest_vs_raw": 0.95, "bulk_celery_vs_raw": 10.0, "bulk_direct_vs_executemany": 0.5}
+
+    print()
+    print(f"{'figure':<34}{'median':>14}{'slowest round':>16}")
+    labels = {
+        "ingest": "(a) ingest, 1 signal/message",
+        "baseline_insert": "(b) plain task, INSERT+commit",
+        "raw_noop": "(c) raw no-op task",
+        "bulk_celery": f"(d) bulk via Celery ({BULK_SIZE}/msg)",
+        "bulk_direct": f"(d) bulk direct ({BULK_SIZE}/call)",
+        "executemany": f"(e) psycopg executemany ({BULK_SIZE})",
+    }
+    for name in names:
+        print(f"{labels[name]:<34}{median[name]:>12,.0f}/s{slowest[name]:>14,.0f}/s")
+    print(
+        f"per {BULK_SIZE}-signal batch, in-process: publish_many p50 "
+        f"{statistics.median(direct_ms):.1f} ms p99 {pct(direct_ms, 0.99):.1f} ms; executemany "
+        f"p50 {statistics.median(executemany_ms):.1f} ms p99 {pct(executemany_ms, 0.99):.1f} ms"
+    )
+    for key, value in ratios.items():
+        target = targets.get(key)
+        verdict = (
+            ""
+            if target is None
+            else f"  (target >= {target}: " + ("met)" if value >= target else "MISSED)")
+        )
+        print(f"{key:<30} {value:6.2f}{verdict}")
+    print(
+        "note: 2 shared cores; the worker, PostgreSQL, Redis and this process compete for them, "
+        "so absolute rates vary between runs more than the ratios do."
+    )
+
+    figures: dict[str, Any] = {
+        "rounds": ROUNDS,
+        "messages": MESSAGES,
+        "bulk_size": BULK_SIZE,
+        "worker_concurrency": 2,
+    }
+    for name in names:
+        figures[f"{name}_per_s"] = round(median[name], 1)
+        figures[f"{name}_slowest_round_per_s"] = round(slowest[name], 1)
+    figures["bulk_direct_batch_ms_p50"] = round(statistics.median(direct_ms), 2)
+    figures["bulk_direct_batch_ms_p99"] = round(pct(direct_ms, 0.99), 2)
+    figures["executemany_batch_ms_p50"] = round(statistics.median(executemany_ms), 2)
+    figures["executemany_batch_ms_p99"] = round(pct(executemany_ms, 0.99), 2)
+    figures.update({key: round(value, 3) for key, value in ratios.items()})
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The bulk insert (one JSON array unpacked by the server) stores exactly what the single-row
+insert stores: every field, types, database-clock defaults, order, and conflicts."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import text
+
+from inner_plane.publish import publish, publish_many
+from inner_plane.runtime import Runtime
+
+
+def full_signal(n: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "kind": "external.ci.finished",
+        "source": "ci",
+        "delegate_id": f"d{n % 2}",
+        "mode": "wake",
+        "priority": n,
+        "trust": "untrusted",
+        "dedup_key": f"build-{n}",
+        "caused_by": str(uuid.UUID(int=n + 1)),
+        "occurred_at": datetime(2026, 1, 1, 12, n, tzinfo=timezone(timedelta(hours=2))),
+        "available_at": datetime(2026, 1, 2, tzinfo=UTC),
+        "expires_at": datetime(2026, 2, 1, tzinfo=UTC),
+        "data": {
+            "text": 'quotes " and \\ backslash, ünïcödé ✓, newline\n',
+            "nested": {"list": [1, 2.5, None, True], "empty": {}},
+            "big": 2**53,
+        },
+        **extra,
+    }
+
+
+def comparable(runtime: Runtime, signal_id: uuid.UUID) -> dict[str, Any]:
+    stored = runtime.signals.get(signal_id)
+    assert stored is not None
+    record = stored.model_dump()
+    for key in ("id", "created_at", "updated_at"):  # assigned per insert
+        record.pop(key)
+    return record
+
+
+def test_bulk_rows_equal_single_rows(runtime: Runtime) -> None:
+    single = [publish(full_signal(n)) for n in range(3)]
+    expected = [comparable(runtime, r.id) for r in single]
+    with runtime.engine.begin() as connection:
+        connection.execute(text("TRUNCATE signals"))
+
+    bulk = publish_many([full_signal(n) for n in range(3)])
+
+    assert [r.id for r in bulk] == [r.id for r in single]
+    assert [comparable(runtime, r.id) for r in bulk] == expected
+    assert runtime.signals.count() == 3
+    stored = runtime.signals.get(bulk[1].id)
+    assert stored is not None
+    assert stored.occurred_at == datetime(2026, 1, 1, 10, 1, tzinfo=UTC)
+    assert stored.caused_by == uuid.UUID(int=2)
+    assert stored.data == full_signal(1)["data"]
+    assert (stored.mode.value, stored.trust.value, stored.priority) == ("wake", "untrusted", 1)
+
+
+def test_bulk_defaults_come_from_the_database_clock(runtime: Runtime) -> None:
+    before = runtime.signals.now()
+    results = publish_many(
+        [{"kind": "memory.inserted", "source": "memory", "data": {"n": n}} for n in range(3)]
+    )
+    for result in results:
+        stored = runtime.signals.get(result.id)
+        assert stored is not None
+        assert stored.occurred_at >= before and stored.available_at >= before
+        assert stored.created_at == stored.occurred_at  # both now() of the same transaction
+        assert stored.caused_by is None and stored.requested_mode is None
+        assert stored.expires_at is not None  # ambient TTL from the kind
+        assert stored.mode.value == "ambient"
+
+
+def test_bulk_keeps_batch_order_and_skips_conflicts(runtime: Runtime) -> None:
+    existing = publish(kind="task.completed", source="copilot", dedup_key="k-5")
+    batch = [
+        {"kind": "task.completed", "source": "copilot", "dedup_key": f"k-{n}"} for n in range(10)
+    ]
+    results = publish_many(batch)
+    assert [r.deduplicated for r in results] == [n == 5 for n in range(10)]
+    assert results[5].id == existing.id
+    with runtime.engine.connect() as connection:
+        keys = connection.execute(
+            text("SELECT dedup_key FROM signals WHERE dedup_key <> 'k-5' ORDER BY seq")
+        ).scalars()
+        assert list(keys) == [f"k-{n}" for n in range(10) if n != 5]
+    assert runtime.signals.count() == 10
