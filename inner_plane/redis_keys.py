@@ -52,3 +52,9 @@ def hmac_nonce(processor: str, signature: str) -> str:
 def beat_leader() -> str:
     """Lock a beat process holds while it ticks (reduces waste; dedup keeps correctness)."""
     return f"{PREFIX}beat:leader"
+
+
+def processors_version() -> str:
+    """Random value replaced on every processor change (add, rotate, revoke): API processes
+    drop their cached processor records when it differs from what they loaded under."""
+    return f"{PREFIX}processors:version"

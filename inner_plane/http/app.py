@@ -36,7 +36,7 @@ from inner_plane.http.schemas import (
     SignalBatch,
 )
 from inner_plane.runtime import Runtime, get_runtime
-from inner_plane.signals.model import Signal, SignalError
+from inner_plane.signals.model import PublishResult, Signal, SignalError, Trust
 from inner_plane.sources import auth, grants
 
 
@@ -66,16 +66,17 @@ def parse_request(body: bytes) -> tuple[list[Any], bool]:
     return signals, True
 
 
-def _published(result: Any, trust: Any) -> dict[str, Any]:
-    return PublishedSignal(
-        id=result.id,
-        deduplicated=result.deduplicated,
-        kind=result.kind,
-        delegate_id=result.delegate_id,
-        mode=result.mode,
-        priority=result.priority,
-        trust=trust,
-    ).model_dump(mode="json")
+def _published(result: PublishResult, trust: Trust) -> dict[str, Any]:
+    # The PublishedSignal shape, built directly: this runs once per signal of every batch.
+    return {
+        "id": str(result.id),
+        "deduplicated": result.deduplicated,
+        "kind": result.kind,
+        "delegate_id": result.delegate_id,
+        "mode": result.mode.value,
+        "priority": result.priority,
+        "trust": trust.value,
+    }
 
 
 def publish_request(

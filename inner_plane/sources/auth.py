@@ -13,9 +13,9 @@ from collections.abc import Mapping
 import redis
 
 from inner_plane import logs, redis_keys
-from inner_plane.journal.processors import Processor, ProcessorJournal
+from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
-from inner_plane.sources import credentials
+from inner_plane.sources import credentials, directory
 
 PROCESSOR_HEADER = "x-inner-plane-processor"
 TIMESTAMP_HEADER = "x-inner-plane-timestamp"
@@ -39,10 +39,10 @@ def _fail(reason: str, processor: str | None) -> AuthError:
     return AuthError(reason)
 
 
-def _live(journal: ProcessorJournal, name: str | None, credential: str) -> Processor:
+def _live(runtime: Runtime, name: str | None, credential: str) -> Processor:
     if name is None or not credentials.valid_name(name):
         raise _fail("unknown processor", None)
-    processor = journal.get(name)
+    processor = directory.lookup(runtime, name)
     if processor is None:
         raise _fail("unknown processor", name)
     if processor.revoked:
@@ -62,14 +62,13 @@ def authenticate(
 ) -> Processor:
     """Return the calling processor or raise AuthError / Unavailable. ``headers`` must be
     case-insensitive (Starlette's Headers) or lower-cased."""
-    journal = ProcessorJournal(runtime.engine)
     authorization = headers.get("authorization")
     if authorization is not None:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise _fail("malformed Authorization header", None)
         token = token.strip()
-        processor = _live(journal, credentials.token_processor(token), "bearer")
+        processor = _live(runtime, credentials.token_processor(token), "bearer")
         assert processor.secret_hash is not None
         if not credentials.verify_token(token, processor.secret_hash):
             raise _fail("bad token", processor.name)
@@ -78,7 +77,7 @@ def authenticate(
     signature = headers.get(SIGNATURE_HEADER)
     if signature is None:
         raise _fail("no credentials", None)
-    processor = _live(journal, headers.get(PROCESSOR_HEADER), "hmac")
+    processor = _live(runtime, headers.get(PROCESSOR_HEADER), "hmac")
     stamp = headers.get(TIMESTAMP_HEADER, "")
     try:
         age = abs((time.time() if now is None else now) - int(stamp))

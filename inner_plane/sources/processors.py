@@ -9,7 +9,7 @@ from inner_plane import logs
 from inner_plane.journal.processors import Processor, ProcessorJournal
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import IDENTIFIER_RE, Mode
-from inner_plane.sources import credentials
+from inner_plane.sources import credentials, directory
 from inner_plane.sources.grants import ANY_DELEGATE, kind_prefix
 
 CREDENTIALS = ("bearer", "hmac")
@@ -69,6 +69,7 @@ def add(
         trusted=trusted,
         rate_limit=rate_limit,
     )
+    directory.changed(runtime)
     logs.emit("processor_added", processor=name, credential=credential, trusted=trusted)
     return processor, secret
 
@@ -83,6 +84,7 @@ def rotate(runtime: Runtime, name: str) -> tuple[Processor, str] | None:
     processor = journal.rotate(name, secret_hash=secret_hash, signing_key=signing_key)
     if processor is None:
         return None
+    directory.changed(runtime)
     logs.emit("processor_rotated", processor=name)
     return processor, secret
 
@@ -90,6 +92,7 @@ def rotate(runtime: Runtime, name: str) -> tuple[Processor, str] | None:
 def revoke(runtime: Runtime, name: str) -> Processor | None:
     processor = ProcessorJournal(runtime.engine).revoke(name)
     if processor is not None:
+        directory.changed(runtime)
         logs.emit("processor_revoked", processor=name)
     return processor
 
