@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from inner_plane.runtime import Runtime
-from tests.integration.sources.conftest import bearer, register, start_api
+from tests.integration.sources.conftest import bearer, encode, register, signed, start_api
 from tests.integration.sources.proxy import TcpProxy
 from tests.support.stores import Stores
 
@@ -65,3 +65,25 @@ def test_unreachable_journal_is_503_with_retry_after_and_stores_nothing(
         assert after.status_code == 201
     kinds = sorted(s.kind for s in runtime.signals.list())
     assert kinds == ["external.ci.after", "external.ci.before"]
+
+
+def test_without_redis_bearer_works_and_signed_requests_are_503(
+    runtime: Runtime, stores: Stores, tmp_path: Path
+) -> None:
+    # Redis is the fast path for the rate limit and the processor cache (both fall back), but
+    # replay protection for signed requests cannot be checked without it: those are refused.
+    child, base = start_api(
+        "api-no-redis", stores.env(INNER_PLANE_REDIS_URL="redis://127.0.0.1:1/0"), tmp_path
+    )
+    try:
+        token = register(runtime, "ci")
+        key = register(runtime, "hooks", credential="hmac")
+        body = encode({"kind": "external.hooks.x"})
+        with httpx.Client(base_url=base, timeout=30) as http:
+            ok = http.post("/v1/signals", json={"kind": "external.ci.x"}, headers=bearer(token))
+            assert ok.status_code == 201
+            refused = http.post("/v1/signals", content=body, headers=signed("hooks", key, body))
+            assert refused.status_code == 503 and "retry-after" in refused.headers
+    finally:
+        child.stop()
+    assert [s.kind for s in runtime.signals.list()] == ["external.ci.x"]
