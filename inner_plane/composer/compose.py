@@ -19,10 +19,10 @@ from inner_plane import logs
 from inner_plane.agent.port import Activation, ContextItem, WorkingContext
 from inner_plane.composer import fence
 from inner_plane.composer.budget import ITEM_OVERHEAD, Piece, allocate, estimate
-from inner_plane.composer.cue import cue_words, query_text
+from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
-from inner_plane.journal import conversation, memories
-from inner_plane.journal.ambient import relevant_ambient
+from inner_plane.journal import conversation
+from inner_plane.journal.context import snapshot as context_snapshot
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
 
@@ -113,6 +113,7 @@ class ContextComposer:
         local_now = activation.now.astimezone(self.zone)
         words = cue_words(activation, local_now)
         query = query_text(words)
+        ambient_query = query_text(content_words(activation))
         claimed = {signal.id for signal in activation.signals}
         conversation.notify_live(
             {
@@ -128,37 +129,35 @@ class ContextComposer:
             }
         )
         turn_id = None if activation.user_message is None else activation.user_message.turn_id
+        # Memories a claimed signal reports on are already in the envelope.
+        carried = {
+            str(signal.data.get("memory_id"))
+            for signal in activation.signals
+            if signal.kind.startswith("memory.")
+        }
         with self.engine.connect() as connection:
-            standing = memories.standing(connection, activation.delegate_id, self.limits.standing)
-            # Memories a claimed signal reports on are already in the envelope.
-            carried = {
-                str(signal.data.get("memory_id"))
-                for signal in activation.signals
-                if signal.kind.startswith("memory.")
-            }
-            recalled = [
-                row
-                for row in memories.recall(
-                    connection, activation.delegate_id, query, self.limits.recall + len(carried)
-                )
-                if str(row["id"]) not in carried
-            ][: self.limits.recall]
-            # A memory's own insert signal adds nothing when the memory itself is in context.
-            known = {str(row["id"]) for row in standing} | {str(row["id"]) for row in recalled}
-            ambient = [
-                row
-                for row in relevant_ambient(
-                    connection, activation.delegate_id, query, self.limits.ambient * 2
-                )
-                if row["id"] not in claimed and row["data"].get("memory_id") not in known
-            ][: self.limits.ambient]
-            history = [
-                row
-                for row in conversation.recent_messages(
-                    connection, activation.delegate_id, self.limits.history
-                )
-                if turn_id is None or row["turn_id"] != turn_id
-            ]
+            found = context_snapshot(
+                connection,
+                delegate_id=activation.delegate_id,
+                recall_cue=query,
+                ambient_cue=ambient_query,
+                standing_limit=self.limits.standing,
+                recall_limit=self.limits.recall + len(carried),
+                ambient_limit=self.limits.ambient * 2,
+                history_limit=self.limits.history,
+            )
+        standing = found.standing
+        recalled = [row for row in found.recalled if str(row["id"]) not in carried][
+            : self.limits.recall
+        ]
+        # A memory's own insert signal adds nothing when the memory itself is in context.
+        known = {str(row["id"]) for row in standing} | {str(row["id"]) for row in recalled}
+        ambient = [
+            row
+            for row in found.ambient
+            if row["id"] not in claimed and row["data"].get("memory_id") not in known
+        ][: self.limits.ambient]
+        history = [row for row in found.history if turn_id is None or row["turn_id"] != turn_id]
         token = fence.new_token()
         signals = sorted(activation.signals, key=lambda s: (-s.priority, s.created_at, str(s.id)))
 

@@ -7,55 +7,63 @@ from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy
-from sqlalchemy import Table, bindparam, desc, func, literal_column, or_, select
-from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy import Table, select, text
 
+from inner_plane.journal.memories import DF_CAP
 from inner_plane.journal.tables import SignalRow
 
 _S = cast(Table, SignalRow.__table__)
 
-# Must match the expression of ix_signals_ambient_fts (migration 0004_composer) exactly.
-AMBIENT_DOCUMENT = literal_column(
+# The document of an ambient signal: kind, source and data. Must match the expression of
+# ix_signals_ambient_fts (migration 0004_composer) exactly, or the index is not used.
+AMBIENT_DOCUMENT = (
     "to_tsvector('english'::regconfig, replace(kind, '.', ' ') || ' ' || source || ' ' || "
-    "(data)::text)",
-    TSVECTOR,
+    "(data)::text)"
 )
-_QUERY = func.websearch_to_tsquery(literal_column("'english'::regconfig"), bindparam("cue"))
-# Matching candidates ranked: the newest few hundred, so a very common cue word costs a bounded
-# amount of ranking work.
-_CANDIDATES = 200
+
+# Same scoring as memory recall (summed rarity of the cue words found, then newest), one
+# capped index probe per cue word.
+RELEVANT_QUERY = f"""
+    WITH terms AS (
+        SELECT DISTINCT lexeme
+        FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, :ambient_cue))) AS lexeme
+        WHERE strpos(lexeme, chr(92)) = 0
+    ), hits AS (
+        SELECT t.lexeme, s.id, s.created_at
+        FROM terms t
+        CROSS JOIN LATERAL (
+            SELECT id, created_at FROM signals
+            WHERE delegate_id = :delegate AND mode = 'ambient' AND state = 'pending'
+              AND (expires_at IS NULL OR expires_at > now())
+              AND {AMBIENT_DOCUMENT} @@ quote_literal(t.lexeme)::tsquery
+            LIMIT :cap
+        ) s
+    ), df AS (
+        SELECT lexeme, count(*) AS n FROM hits GROUP BY lexeme HAVING count(*) < :cap
+    ), scored AS (
+        SELECT h.id, sum(ln(1.0 + 1000000.0 / df.n::float8)) AS score,
+               max(h.created_at) AS created_at
+        FROM hits h JOIN df USING (lexeme)
+        GROUP BY h.id
+        ORDER BY score DESC, created_at DESC
+        LIMIT :ambient_limit
+    )
+    SELECT s.id, s.kind, s.source, s.mode, s.priority, s.data, s.trust, s.created_at,
+           s.occurred_at, sc.score AS rank
+    FROM scored sc JOIN signals s ON s.id = sc.id
+    ORDER BY sc.score DESC, s.created_at DESC
+"""  # noqa: S608 - AMBIENT_DOCUMENT is a constant expression, no input
+RELEVANT_SQL = text(RELEVANT_QUERY)
 
 
 def relevant_ambient(
     connection: sqlalchemy.Connection, delegate_id: str, cue: str, limit: int
 ) -> list[dict[str, Any]]:
-    """Retained (pending, unexpired) ambient signals of the delegate matching the cue."""
+    """Retained (pending, unexpired) ambient signals of the delegate containing any cue word."""
     if not cue.strip():
         return []
-    candidates = (
-        select(_S)
-        .where(
-            _S.c.delegate_id == delegate_id,
-            _S.c.mode == "ambient",
-            _S.c.state == "pending",
-            or_(_S.c.expires_at.is_(None), _S.c.expires_at > func.now()),
-            AMBIENT_DOCUMENT.op("@@")(_QUERY),
-        )
-        .order_by(_S.c.created_at.desc())
-        .limit(_CANDIDATES)
-        .subquery("c")
-    )
-    document = literal_column(
-        "to_tsvector('english'::regconfig, replace(c.kind, '.', ' ') || ' ' || c.source || ' ' "
-        "|| (c.data)::text)",
-        TSVECTOR,
-    )
-    ranked = (
-        select(candidates, func.ts_rank(document, _QUERY).label("rank"))
-        .order_by(desc("rank"), desc(candidates.c.created_at))
-        .limit(limit)
-    )
-    return [dict(row._mapping) for row in connection.execute(ranked, {"cue": cue})]
+    params = {"ambient_cue": cue, "delegate": delegate_id, "cap": DF_CAP, "ambient_limit": limit}
+    return [dict(row._mapping) for row in connection.execute(RELEVANT_SQL, params)]
 
 
 def recent_activity(

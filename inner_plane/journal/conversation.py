@@ -210,24 +210,3 @@ def read_events(
         query = query.limit(limit)
     with engine.connect() as connection:
         return [event_record(row) for row in connection.execute(query)]
-
-
-def recent_messages(
-    connection: sqlalchemy.Connection, delegate_id: str, limit: int
-) -> list[dict[str, Any]]:
-    """The last user/assistant messages of the delegate's current conversation, oldest first."""
-    query = (
-        select(_E.c.type, _E.c.payload, _E.c.turn_id, _E.c.created_at)
-        .join(_C, _C.c.id == _E.c.conversation_id)
-        .where(
-            _C.c.delegate_id == delegate_id,
-            _C.c.ended_at.is_(None),
-            _E.c.delegate_id == delegate_id,
-            _E.c.type.in_((USER_MESSAGE, ASSISTANT_MESSAGE)),
-        )
-        .order_by(_E.c.seq.desc())
-        .limit(limit)
-    )
-    rows = [dict(row._mapping) for row in connection.execute(query)]
-    rows.reverse()
-    return rows

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-MAX_WORDS = 48
+MAX_WORDS = 32
 _WORD = re.compile(r"[^\W\d_]{2,40}")
 
 
@@ -22,5 +22,5 @@ def cue_words(texts: Iterable[str], limit: int = MAX_WORDS) -> list[str]:
 
 
 def query_text(words: Iterable[str]) -> str:
-    """websearch_to_tsquery input matching any of the words (it never raises on odd input)."""
-    return " or ".join(words)
+    """The journal's recall input: the words, space-separated (each one may match alone)."""
+    return " ".join(words)
