@@ -105,3 +105,21 @@ def test_status_lookups_never_500(runtime: Runtime, api: str) -> None:
 
     fuzz()
     assert httpx.get(f"{api}/healthz").status_code == 200
+
+
+def test_found_signal_conforms_to_the_document(runtime: Runtime, api: str) -> None:
+    headers = _grant(runtime)
+    published = httpx.post(
+        f"{api}/v1/signals", json={"kind": "external.fuzz.one", "data": {"a": [1]}}, headers=headers
+    ).json()
+    schema = schemathesis.openapi.from_url(f"{api}/openapi.json")
+    operation = schema["/v1/signals/{signal_id}"]["GET"]
+
+    @settings(FUZZ, max_examples=3)
+    @given(case=operation.as_strategy(path_parameters={"signal_id": published["id"]}))
+    def fetch(case: Any) -> None:
+        response = case.call(base_url=api, headers=headers)
+        assert response.status_code == 200
+        case.validate_response(response, checks=CHECKS)
+
+    fetch()

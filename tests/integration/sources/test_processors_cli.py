@@ -112,3 +112,12 @@ def test_bad_arguments_exit_2_with_one_line_and_store_nothing(
         assert result.stderr.startswith("inner-plane: error: ") and message in result.stderr
     with runtime.engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM processors")).scalar_one() == 0
+    stdio = subprocess.run(
+        [sys.executable, "-m", "inner_plane", "mcp", "--processor", "nobody"],
+        env=stores.env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stdio.returncode == 2 and "processor 'nobody': not registered" in stdio.stderr
