@@ -7,8 +7,9 @@ import os
 from typing import Annotated
 
 import typer
+from sqlalchemy.exc import OperationalError
 
-from inner_plane.cli.common import fail, runtime, settings
+from inner_plane.cli.common import FAILURE, fail, runtime, settings
 from inner_plane.services.embedded import export_environment
 
 APP_FACTORY = "inner_plane.http.app:create_app"
@@ -29,7 +30,10 @@ def serve(
     configured = settings()
     # Connect (starting embedded stores if no URLs are set) and check the schema here, once,
     # then hand the resolved URLs to every server process through the environment.
-    rt = runtime()
+    try:
+        rt = runtime()
+    except OperationalError as error:
+        fail(f"the journal is unreachable: {str(error.orig or error).strip()[:300]}", FAILURE)
     os.environ.update(export_environment(rt.settings))
     uvicorn.run(
         APP_FACTORY,
