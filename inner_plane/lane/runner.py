@@ -546,8 +546,17 @@ def _optional(module: str, name: str) -> Any:
         return None
 
 
-def run_lane(runtime: Runtime, delegate_id: str, reason: str = "wake") -> LaneOutcome:
-    """Entry point for the `activate` and `user_turn` tasks."""
-    from inner_plane.agent.factory import load_agent, load_composer
+_lanes: dict[int, Lane] = {}
 
-    return Lane(runtime, load_agent(runtime), load_composer(runtime)).run(delegate_id, reason)
+
+def run_lane(runtime: Runtime, delegate_id: str, reason: str = "wake") -> LaneOutcome:
+    """Entry point for the `activate` and `user_turn` tasks. The agent and composer are built
+    once per process and runtime (a worker child runs many activations)."""
+    lane = _lanes.get(id(runtime))
+    if lane is None or lane.runtime is not runtime:
+        from inner_plane.agent.factory import load_agent, load_composer
+
+        lane = Lane(runtime, load_agent(runtime), load_composer(runtime))
+        _lanes.clear()
+        _lanes[id(runtime)] = lane
+    return lane.run(delegate_id, reason)
