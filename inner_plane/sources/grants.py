@@ -13,8 +13,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from inner_plane import logs
 from inner_plane.journal.processors import Processor
-from inner_plane.publish import publish_drafts, validate
+from inner_plane.publish import log_rejected, publish_drafts, validate
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Mode, PublishResult, Signal, SignalDraft, SignalError, Trust
 
@@ -78,27 +79,53 @@ def admit_one(
     runtime: Runtime, processor: Processor, raw: Any, dedup_key: str | None = None
 ) -> SignalDraft:
     """Validate one signal from ``processor`` and apply its grant; raise SignalError (422) or
-    GrantError (403). Nothing is stored."""
-    if not isinstance(raw, dict):
-        raise SignalError("signal", f"must be a JSON object, not {type(raw).__name__}")
-    for field in NOT_ACCEPTED:
-        if field in raw:
-            raise SignalError(field, "is not accepted from external processors")
-    bad = _unstorable(raw, "")
-    if bad is not None:
-        raise SignalError(*bad)
+    GrantError (403), each logged once. Nothing is stored."""
     source = source_of(processor)
+    if not isinstance(raw, dict):
+        not_object = SignalError("signal", f"must be a JSON object, not {type(raw).__name__}")
+        log_rejected(raw, not_object, source)
+        raise not_object
+    problem = next(
+        (
+            SignalError(f, "is not accepted from external processors")
+            for f in NOT_ACCEPTED
+            if f in raw
+        ),
+        None,
+    )
+    bad = _unstorable(raw, "")
+    if problem is None and bad is not None:
+        problem = SignalError(*bad)
     # An explicit null means "not given" for the fields the grant fills in.
     candidate = {k: v for k, v in raw.items() if not (k in ("source", "trust") and v is None)}
     candidate.setdefault("source", source)
     candidate.setdefault("trust", Trust.TRUSTED if processor.trusted else Trust.UNTRUSTED)
-    if dedup_key is not None:
+    if problem is None and dedup_key is not None:
         given = candidate.get("dedup_key")
         if given is not None and given != dedup_key:
-            raise SignalError("dedup_key", "conflicts with the Idempotency-Key header")
+            problem = SignalError("dedup_key", "conflicts with the Idempotency-Key header")
         candidate["dedup_key"] = dedup_key
-    draft = validate(candidate, via=source)
+    if problem is not None:
+        log_rejected(candidate, problem, source)
+        raise problem
+    draft = validate(candidate, via=source)  # logs its own rejections
+    try:
+        return _within_grant(runtime, processor, draft)
+    except GrantError as error:
+        logs.emit(
+            "forbidden",
+            kind=draft.kind,
+            source=source,
+            mode=draft.mode,
+            delegate=draft.delegate_id,
+            field=error.field,
+            reason=error.reason,
+        )
+        raise
 
+
+def _within_grant(runtime: Runtime, processor: Processor, draft: SignalDraft) -> SignalDraft:
+    source = source_of(processor)
     if draft.source != source:
         raise GrantError("source", f"must be {source!r} (the processor's own source)")
     if draft.trust is Trust.TRUSTED and not processor.trusted:
