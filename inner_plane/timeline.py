@@ -50,10 +50,18 @@ def _signals_summary(payload: dict[str, Any]) -> str:
     return f"{len(signals)} signal(s)" + (f": {', '.join(kinds)}" if kinds else "")
 
 
+def message_text(event_type: str, payload: dict[str, Any]) -> str:
+    """The words of a user or assistant message event (the lane keeps the user's text beside
+    the reply in an assistant event, so the reply comes first)."""
+    if event_type == events.ASSISTANT_MESSAGE:
+        return str(payload.get("reply") or payload.get("text") or payload.get("content") or "")
+    return str(payload.get("text") or payload.get("content") or "")
+
+
 def summary(event_type: str, payload: dict[str, Any]) -> str:
     """One line describing the event (the expandable detail is the payload)."""
     if event_type in (events.USER_MESSAGE, events.ASSISTANT_MESSAGE):
-        return str(payload.get("text") or payload.get("content") or "")
+        return message_text(event_type, payload)
     if event_type == events.TOOL_CALL:
         return f"{payload.get('name')} {payload.get('arguments')}"
     if event_type == events.TOOL_RESULT:
@@ -87,6 +95,11 @@ def entry(record: dict[str, Any]) -> dict[str, Any]:
     """A timeline entry from one event record (stored, or live-only)."""
     event_type = record["type"]
     payload = record["payload"]
+    detail = payload
+    if event_type == events.USER_MESSAGE:
+        # The person's words only: the signals claimed with the turn are shown by the
+        # "inner context attached" entry, never inside a user-role entry.
+        detail = {k: v for k, v in payload.items() if k not in ("signals", "envelope")}
     return {
         "seq": record.get("seq"),
         "at": record.get("created_at"),
@@ -98,7 +111,7 @@ def entry(record: dict[str, Any]) -> dict[str, Any]:
         "turn_id": record.get("turn_id"),
         "conversation_id": record.get("conversation_id"),
         "live_only": bool(record.get("live_only")),
-        "detail": payload,
+        "detail": detail,
     }
 
 

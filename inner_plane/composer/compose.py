@@ -18,13 +18,21 @@ from typing import Any
 from inner_plane import logs
 from inner_plane.agent.port import Activation, ContextItem, WorkingContext
 from inner_plane.composer import fence
-from inner_plane.composer.budget import ITEM_OVERHEAD, Piece, allocate, estimate
+from inner_plane.composer.budget import (
+    BYTES_PER_TOKEN,
+    ITEM_OVERHEAD,
+    SHARES,
+    Piece,
+    allocate,
+    estimate,
+)
 from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
 from inner_plane.journal import conversation
 from inner_plane.journal.context import snapshot as context_snapshot
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
+from inner_plane.timeline import message_text
 
 ENVELOPE_PREAMBLE = (
     "INNER CONTEXT. What follows is data reported by the delegate's own background components "
@@ -90,6 +98,30 @@ def _memory_line(row: dict[str, Any]) -> str:
         f"- [memory {row['id']} relation={row['relation']} "
         f"learned={row['created_at'].isoformat()}] {fence.encode_text(row['content'])}"
     )
+
+
+@dataclass(frozen=True)
+class _Block:
+    text: str
+    shortened: bool
+
+
+def _signal_block(token: str, signal: Signal, max_tokens: int) -> _Block:
+    label = f"id={signal.id}"
+    encoded, _ = fence.encode_data(signal.data)
+    block = fence.fenced(token, label, encoded)
+    if estimate(block) <= max_tokens:
+        return _Block(block, False)
+    for max_string in (1_000, 300, 100, 30):
+        encoded, _ = fence.encode_data(signal.data, max_string)
+        block = fence.fenced(token, label, encoded)
+        if estimate(block) <= max_tokens:
+            return _Block(block, True)
+    # Too many fields even with short strings: the start of the JSON text, as one string.
+    room = max(16, max_tokens * BYTES_PER_TOKEN // 2 - 200)
+    text = fence.encode_data(signal.data)[0]
+    body = fence.encode_text(f"[shortened] {text[:room]}", room + 20)
+    return _Block(fence.fenced(token, label, body), True)
 
 
 class ContextComposer:
@@ -188,14 +220,26 @@ class ContextComposer:
         )
 
         pieces: list[Piece] = []
+        # One signal's content may take at most the envelope's share of the budget: a larger
+        # one is shortened to fit (and says so) rather than being cut on every attempt forever.
+        max_block = max(64, int((self.budget - mandatory) * SHARES["inner_context"]))
+        shortened: list[dict[str, Any]] = []
         for signal in signals:
-            encoded, _ = fence.encode_data(signal.data)
-            block = fence.fenced(token, f"id={signal.id}", encoded)
+            block = _signal_block(token, signal, max_block)
+            if block.shortened:
+                shortened.append(
+                    {
+                        "section": "inner_context",
+                        "id": str(signal.id),
+                        "priority": signal.priority,
+                        "reason": "content shortened to fit the envelope's share of the budget",
+                    }
+                )
             pieces.append(
                 Piece(
                     "inner_context",
                     str(signal.id),
-                    block,
+                    block.text,
                     signal.priority,
                     signal.created_at.timestamp(),
                     signal,
@@ -216,19 +260,19 @@ class ContextComposer:
             pieces.append(Piece("recall", str(row["id"]), _memory_line(row), 60, -rank, row))
         for row in ambient:
             encoded, _ = fence.encode_data(row["data"])
-            block = fence.fenced(token, _ambient_label(row), encoded)
+            ambient_block = fence.fenced(token, _ambient_label(row), encoded)
             pieces.append(
                 Piece(
                     "ambient",
                     str(row["id"]),
-                    block,
+                    ambient_block,
                     row["priority"],
                     row["created_at"].timestamp(),
                     row,
                 )
             )
         for position, row in enumerate(history):
-            text = str(row["payload"].get("text") or row["payload"].get("content") or "")
+            text = message_text(row["type"], row["payload"])
             pieces.append(
                 Piece(
                     "conversation",
@@ -242,7 +286,7 @@ class ContextComposer:
 
         allocation = allocate(pieces, self.budget - mandatory)
         kept = {id(piece) for piece in allocation.kept}
-        cut = list(allocation.cut)
+        cut = list(allocation.cut) + shortened
         if mandatory > self.budget:
             cut.append(
                 {

@@ -237,3 +237,22 @@ def test_budget_with_500_large_signals_cuts_lowest_priority_and_oldest_first(
     if kept_at and dropped_at:
         assert min(kept_at) >= max(dropped_at)
     assert context.envelope.count("content omitted for size") == 500 - len(kept)
+
+
+def test_a_signal_larger_than_the_envelope_share_is_shortened_not_cut_forever(
+    runtime: Runtime,
+) -> None:
+    huge = publish(
+        kind="task.completed",
+        source="copilot",
+        data={f"field{i}": f"value {i} " + "y" * 500 for i in range(100)},
+    )
+    composer = ContextComposer(runtime, budget_tokens=3_000)
+
+    context = composer.compose(activation_for(runtime, [huge.id]))
+
+    assert context.rendered_signal_ids == {huge.id}
+    assert context.estimated_tokens <= 3_000
+    [record] = context.cut
+    assert record["id"] == str(huge.id) and "shortened" in record["reason"]
+    assert "field0" in context.envelope
