@@ -8,7 +8,18 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import DateTime, Engine, Table, Text, bindparam, column, func, select, text
+from sqlalchemy import (
+    Connection,
+    DateTime,
+    Engine,
+    Table,
+    Text,
+    bindparam,
+    column,
+    func,
+    select,
+    text,
+)
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
@@ -124,12 +135,17 @@ class SignalJournal:
         duplicates of rows already in the journal)."""
         if not rows:
             return set()
-        with self.engine.begin() as connection:
+        # Either form is one statement, atomic and committed when it returns: in autocommit it
+        # takes one round trip instead of three (BEGIN, INSERT, COMMIT), the publish hot path.
+        with self._single_statement() as connection:
             if len(rows) == 1:
                 result = connection.execute(_INSERT, rows[0])
             else:
                 result = connection.execute(_INSERT_MANY, {"rows": _rows_json(rows)})
             return {row[0] for row in result}
+
+    def _single_statement(self) -> Connection:
+        return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
     def add_events(self, signal_ids: Sequence[uuid.UUID], event: str, reason: str) -> None:
         if not signal_ids:
@@ -147,7 +163,7 @@ class SignalJournal:
         wanted = list(ids)
         if not wanted:
             return set()
-        with self.engine.connect() as connection:
+        with self._single_statement() as connection:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
             return {row[0] for row in found}
 
