@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     openai_model: str | None = None
     openai_api_key: str | None = None  # None: OPENAI_API_KEY
     openai_max_steps: int = Field(default=8, ge=1, le=64)
+    # Ask the Responses API to compact the context past this many tokens (None: never).
+    openai_compact_threshold: int | None = Field(default=None, ge=1_000)
     instructions_file: Path | None = None  # None: the packaged prompts/instructions.md
     delegate_timezone: str = "UTC"
     context_budget_tokens: int = Field(default=32_000, ge=1_000, le=2_000_000)

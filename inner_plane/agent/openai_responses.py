@@ -65,6 +65,7 @@ class OpenAIResponsesAgent:
             settings.openai_model,
             build_registry(runtime),
             max_steps=settings.openai_max_steps,
+            compact_threshold=settings.openai_compact_threshold,
         )
 
     def _function_tools(self) -> list[dict[str, Any]]:

@@ -256,3 +256,47 @@ def test_a_signal_larger_than_the_envelope_share_is_shortened_not_cut_forever(
     [record] = context.cut
     assert record["id"] == str(huge.id) and "shortened" in record["reason"]
     assert "field0" in context.envelope
+
+
+def test_instructions_file_time_zone_and_their_errors(runtime: Runtime, tmp_path) -> None:
+    from inner_plane.config import ConfigError, build_settings
+    from inner_plane.runtime import build_runtime
+
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("You are Ada's delegate.")
+    settings = build_settings(
+        database_url=runtime.settings.database_url,
+        redis_url=runtime.settings.redis_url,
+        instructions_file=prompt,
+        delegate_timezone="Europe/Paris",
+    )
+    configured = build_runtime(settings, registry=runtime.registry)
+    due = publish(kind="timer.due", source="timers", data={"timer": "t"})
+    context = build_composer(configured).compose(activation_for(runtime, [due.id]))
+    assert context.items[0].content == "You are Ada's delegate."
+    [time_item] = _section(context, "time")
+    assert "Europe/Paris" in time_item and ("CET" in time_item or "CEST" in time_item)
+
+    for path, message in (
+        (tmp_path / "missing.md", "cannot read"),
+        (tmp_path / "empty.md", "empty"),
+    ):
+        if message == "empty":
+            path.write_text("  \n")
+        bad = build_settings(
+            database_url=runtime.settings.database_url,
+            redis_url=runtime.settings.redis_url,
+            instructions_file=path,
+        )
+        try:
+            build_composer(build_runtime(bad, registry=runtime.registry))
+        except ConfigError as error:
+            assert "INNER_PLANE_INSTRUCTIONS_FILE" in str(error) and message in str(error)
+        else:
+            raise AssertionError("a bad instructions file must be refused")
+    try:
+        build_settings(delegate_timezone="Mars/Olympus")
+    except ConfigError as error:
+        assert "INNER_PLANE_DELEGATE_TIMEZONE" in str(error)
+    else:
+        raise AssertionError("an unknown time zone must be refused")

@@ -87,7 +87,7 @@ def test_roles_tool_calls_and_usage(runtime: Runtime, server: ResponsesServer) -
     ]
     guard = RecordingGuard(activation.id)
 
-    result = _agent(runtime, server).run(context, guard)
+    result = _agent(runtime, server, compact_threshold=50_000).run(context, guard)
 
     first, second = server.requests
     # Exactly the composed items, roles unchanged; only the person's text is user-role.
@@ -101,6 +101,7 @@ def test_roles_tool_calls_and_usage(runtime: Runtime, server: ResponsesServer) -
     envelope = [i for i in first["input"] if "INNER CONTEXT" in i.get("content", "")]
     assert [i["role"] for i in envelope] == ["developer"]
     assert first["model"] == "test-model" and first["store"] is False
+    assert first["context_management"] == [{"type": "compaction", "compact_threshold": 50_000}]
     assert {t["name"] for t in first["tools"]} >= {
         "settle_signal",
         "describe_background_activity",
