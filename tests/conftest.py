@@ -41,7 +41,9 @@ class ContextLog(io.StringIO):
     """The [inner-context] lines written during a test."""
 
     def lines(self, event: str | None = None) -> list[str]:
-        found = [line for line in self.getvalue().splitlines() if line.startswith("[inner-context]")]
+        found = [
+            line for line in self.getvalue().splitlines() if line.startswith("[inner-context]")
+        ]
         if event is not None:
             found = [line for line in found if f" event={event} " in line + " "]
         return found
