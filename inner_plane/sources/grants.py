@@ -108,6 +108,9 @@ def admit_one(
     if problem is not None:
         log_rejected(candidate, problem, source)
         raise problem
+    if candidate.get("dedup_key") is None:
+        # The id is assigned here rather than by the publish path, which would copy the draft.
+        candidate["id"] = uuid.uuid4()
     draft = validate(candidate, via=source)  # logs its own rejections
     try:
         return _within_grant(runtime, processor, draft)
