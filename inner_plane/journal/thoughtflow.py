@@ -38,6 +38,8 @@ class ThoughtflowRow(Base):
 
 
 _T = cast(Table, ThoughtflowRow.__table__)
+NOT_RENDERED = "not rendered: cut from the working context by its size budget"
+NOT_SETTLED = "not settled by the agent"
 
 
 def signal_entry(signal: Any) -> dict[str, Any]:
@@ -71,14 +73,26 @@ def build_record(
     elif context is not None:
         model_input = [dict(item) for item in context.model_input()]
     settlements = {} if result is None else result.settlements
-    dispositions = {
-        str(signal_id): {
-            "disposition": settlement.disposition.value,
-            "reason": settlement.reason,
-            "until": None if settlement.until is None else settlement.until.isoformat(),
-        }
-        for signal_id, settlement in settlements.items()
-    }
+    # Every claimed signal's outcome: the agent's settlement, or what the plane does with it
+    # (the lane's rules: unrendered ones return to pending, unsettled ones are dismissed).
+    dispositions: dict[str, dict[str, Any]] = {}
+    for signal in activation.signals:
+        settlement = settlements.get(signal.id)
+        if error is not None or result is None:
+            entry = {"disposition": "failed", "reason": error or "no result", "by": "plane"}
+        elif signal.id not in rendered:
+            entry = {"disposition": "returned", "reason": NOT_RENDERED, "by": "plane"}
+        elif settlement is None:
+            entry = {"disposition": "dismissed", "reason": NOT_SETTLED, "by": "plane"}
+        else:
+            entry = {
+                "disposition": settlement.disposition.value,
+                "reason": settlement.reason,
+                "by": "agent",
+            }
+            if settlement.until is not None:
+                entry["until"] = settlement.until.isoformat()
+        dispositions[str(signal.id)] = entry
     record: dict[str, Any] = to_jsonable_python(
         {
             "activation_id": str(activation.id),

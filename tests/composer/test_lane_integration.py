@@ -82,6 +82,8 @@ def test_budget_cut_signals_return_to_pending_through_the_lane(lane_runtime: Run
     assert str(ids[0]) in rendered and 0 < len(rendered) < 4
     cut = {c["id"] for c in flow["cut"] if c["reason"] == "size budget"}
     assert cut == {str(i) for i in ids} - rendered
+    returned = {k for k, v in flow["dispositions"].items() if v["disposition"] == "returned"}
+    assert returned == cut
     first = lane_runtime.signals.get(ids[0])
     assert first is not None and first.state is State.DISMISSED
 
@@ -145,3 +147,25 @@ def test_user_turn_through_the_lane_with_the_openai_adapter(
     flow = get_thoughtflow(lane_runtime.engine, activation_id)
     assert flow is not None and flow["usage"]["total_tokens"] == 638
     assert flow["user_message"]["turn_id"] == str(turn_id)
+
+
+def test_new_memories_never_start_an_activation_but_consolidations_do(
+    lane_runtime: Runtime,
+) -> None:
+    lane = Lane(lane_runtime, DryRunAgent(), build_composer(lane_runtime), holder="test")
+    first = remember("Ana plays the cello", runtime=lane_runtime)
+    remember("Ana's recital is in May", runtime=lane_runtime)
+    assert lane.run("default").activations == []
+
+    merged = remember(
+        "Ana plays the cello; her recital is in May",
+        relation="consolidated",
+        related_ids=[first.memory.id],
+        runtime=lane_runtime,
+    )
+    [activation_id] = lane.run("default").activations
+    flow = get_thoughtflow(lane_runtime.engine, activation_id)
+    assert flow is not None
+    assert [s["id"] for s in flow["signals"]] == [str(merged.signal.id)]
+    inserted = lane_runtime.signals.get(first.signal.id)
+    assert inserted is not None and inserted.state is State.PENDING  # retained, ambient
