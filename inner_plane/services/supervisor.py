@@ -1,8 +1,10 @@
 """A small process supervisor for `inner-plane up`: start children, restart the ones that die
-(with backoff), and on Ctrl-C or SIGTERM stop them all cleanly (Celery's warm shutdown first)."""
+(with backoff), and on Ctrl-C, SIGTERM or SIGHUP stop them all cleanly (Celery's warm shutdown
+first)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -15,6 +17,22 @@ from typing import IO
 from inner_plane.services.processes import ProcessSpec
 
 STOP_GRACE_S = 20.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_with_parent(parent: int) -> Callable[[], None] | None:
+    """Run in each child before exec (Linux): SIGTERM it if the supervisor dies without stopping
+    it (kill -9), so no orphaned worker keeps consuming beside the next `inner-plane up`."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def arm() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the supervisor died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 @dataclass
@@ -45,7 +63,12 @@ class Supervisor:
 
     def _start(self, child: Child) -> None:
         # Own process group: the terminal's Ctrl-C reaches only us; we stop children in order.
-        child.process = subprocess.Popen(child.spec.command, env=self.env, start_new_session=True)
+        child.process = subprocess.Popen(
+            child.spec.command,
+            env=self.env,
+            start_new_session=True,
+            preexec_fn=_stop_with_parent(os.getpid()),
+        )
         self.say(f"started {child.spec.name} (pid {child.process.pid}): {child.spec.where}")
 
     def _request_stop(self, signum: int, _frame: object) -> None:
@@ -54,6 +77,8 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGINT, self._request_stop)
         signal.signal(signal.SIGTERM, self._request_stop)
+        # A closed terminal: stop cleanly too (the children, in their own sessions, never see it).
+        signal.signal(signal.SIGHUP, self._request_stop)
         for child in self.children:
             self._start(child)
         self.say("running; press Ctrl-C to stop")
