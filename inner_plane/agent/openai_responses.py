@@ -129,7 +129,7 @@ class OpenAIResponsesAgent:
                 input=conversation,
                 tools=tools,  # type: ignore[arg-type]
                 store=False,
-                extra_headers={"Idempotency-Key": guard.effect_key(step)},
+                extra_headers={"Idempotency-Key": f"{guard.effect_key(step)}:model"},
                 **extra,
             )
             usage["requests"] += 1
@@ -161,7 +161,8 @@ class OpenAIResponsesAgent:
                 step=step,
                 settlements=settlements,
             )
-            for call in calls:
+            for index, call in enumerate(calls):
+                tool_context.call_index = index
                 action = self._call_tool(call, tool_context)
                 actions.append(action)
                 output = action["output"] if action["error"] is None else {"error": action["error"]}

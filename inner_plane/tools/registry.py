@@ -30,10 +30,12 @@ class ToolContext:
     guard: StepGuard
     step: int
     settlements: dict[Any, Settlement] = field(default_factory=dict)
+    call_index: int = 0  # position of the current call among the step's tool calls
 
     def effect_key(self) -> str:
-        """Idempotency key for an external effect of this step (pass it to the remote API)."""
-        return self.guard.effect_key(self.step)
+        """Idempotency key for this call's external effect (pass it to the remote API): the
+        same activation, step and call position always give the same key."""
+        return f"{self.guard.effect_key(self.step)}:{self.call_index}"
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Any]

@@ -121,8 +121,8 @@ def test_roles_tool_calls_and_usage(runtime: Runtime, server: ResponsesServer) -
     assert journal_output["counts"] == {"memory.inserted pending": 1}
     # Each model step has its own idempotency key; a safe point separates the steps.
     assert [h["idempotency-key"] for h in server.headers] == [
-        f"{activation.id}:0",
-        f"{activation.id}:1",
+        f"{activation.id}:0:model",
+        f"{activation.id}:1:model",
     ]
     assert guard.safe_points == 1
 
@@ -188,3 +188,37 @@ def test_configuration_errors_name_the_setting(runtime: Runtime) -> None:
     )
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         OpenAIResponsesAgent.from_runtime(build_runtime(keyless, registry=runtime.registry))
+
+
+def test_configured_tools_get_one_effect_key_per_call(
+    runtime: Runtime, server: ResponsesServer
+) -> None:
+    due = publish(kind="timer.due", source="timers", data={"timer": "t"})
+    activation = activation_for(runtime, [due.id])
+    context = build_composer(runtime).compose(activation)
+    settings = build_settings(
+        database_url=runtime.settings.database_url,
+        redis_url=runtime.settings.redis_url,
+        openai_base_url=server.base_url,
+        openai_model="test-model",
+        openai_api_key="sk-test",
+        tools="tests.composer.extra_tools:make",
+    )
+    agent = OpenAIResponsesAgent.from_runtime(build_runtime(settings, registry=runtime.registry))
+    server.script = [
+        response(
+            [
+                function_call("send_email", {"text": "one"}),
+                function_call("send_email", {"text": "two"}),
+            ],
+            10,
+            5,
+        ),
+        response([message("sent")], 10, 1),
+    ]
+    result = agent.run(context, RecordingGuard(activation.id))
+    assert "send_email" in {t["name"] for t in server.requests[0]["tools"]}
+    assert [a["output"] for a in result.tool_actions] == [
+        {"echo": "one", "effect_key": f"{activation.id}:0:0"},
+        {"echo": "two", "effect_key": f"{activation.id}:0:1"},
+    ]
