@@ -141,19 +141,37 @@ def prepare(draft: SignalDraft, runtime: Runtime, now: datetime) -> _Prepared:
     return _Prepared(draft, runtime.registry.resolve(draft, now))
 
 
+# SET NX EX for every key of a batch in one command (1 where the marker is new): a pipeline of
+# 1,000 SETs costs the client about four times more CPU than one script call.
+_SET_NX_MANY = """
+local ttl = ARGV[#KEYS + 1]
+local fresh = {}
+for i, key in ipairs(KEYS) do
+  fresh[i] = redis.call('SET', key, ARGV[i], 'NX', 'EX', ttl) and 1 or 0
+end
+return fresh
+"""
+
+
 def _redis_seen(runtime: Runtime, prepared: Sequence[_Prepared]) -> set[uuid.UUID]:
     """Ids whose dedup marker already existed (candidates for duplicates)."""
     keyed = [p for p in prepared if p.draft.dedup_key is not None]
     if not keyed:
         return set()
     ttl = runtime.settings.dedup_ttl_s
+    keys = [
+        redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.draft.dedup_key)
+        for p in keyed
+        if p.draft.dedup_key is not None
+    ]
     try:
-        with runtime.redis.pipeline(transaction=False) as pipe:
-            for p in keyed:
-                assert p.draft.dedup_key is not None
-                key = redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.draft.dedup_key)
-                pipe.set(key, str(p.signal_id), nx=True, ex=ttl)
-            answers = pipe.execute()
+        if len(keyed) == 1:
+            answers: list[Any] = [
+                runtime.redis.set(keys[0], str(keyed[0].signal_id), nx=True, ex=ttl)
+            ]
+        else:
+            script = runtime.redis.register_script(_SET_NX_MANY)
+            answers = list(script(keys=keys, args=[*(str(p.signal_id) for p in keyed), ttl]))
     except redis.RedisError as error:
         # Redis is only the fast path; the journal's constraint still decides.
         logs.emit("dedup_fast_path_unavailable", reason=str(error)[:200])

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from inner_plane import redis_keys
 from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import Runtime
 
@@ -92,3 +93,29 @@ def test_bulk_keeps_batch_order_and_skips_conflicts(runtime: Runtime) -> None:
         ).scalars()
         assert list(keys) == [f"k-{n}" for n in range(10) if n != 5]
     assert runtime.signals.count() == 10
+
+
+def test_bulk_dedup_fast_path_marks_and_confirms(runtime: Runtime) -> None:
+    journaled = publish(kind="task.completed", source="copilot", dedup_key="in-journal")
+    runtime.redis.delete(redis_keys.dedup("default", "copilot", "in-journal"))  # marker lost
+    stale = redis_keys.dedup("default", "copilot", "stale-marker")
+    runtime.redis.set(stale, "a publisher that died before its insert")
+    batch = [
+        {"kind": "task.completed", "source": "copilot", "dedup_key": key}
+        for key in ("in-journal", "stale-marker", "fresh-1", "fresh-2")
+    ]
+    batch.append({"kind": "task.completed", "source": "copilot"})  # no dedup key
+
+    results = publish_many(batch)
+
+    assert [r.deduplicated for r in results] == [True, False, False, False, False]
+    assert results[0].id == journaled.id
+    assert runtime.signals.count() == 5
+    for key, result in zip(("fresh-1", "fresh-2"), results[2:4], strict=True):
+        assert runtime.redis.get(redis_keys.dedup("default", "copilot", key)) == str(result.id)
+        assert runtime.redis.ttl(redis_keys.dedup("default", "copilot", key)) > 0
+
+    again = publish_many(batch[:4])  # every marker is set now; the journal confirms them
+    assert all(r.deduplicated for r in again)
+    assert [r.id for r in again] == [r.id for r in results[:4]]
+    assert runtime.signals.count() == 5
