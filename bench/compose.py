@@ -297,74 +297,74 @@ def pct(values: list[float], q: float) -> float:
 def load(url: str, rng: random.Random) -> None:
     words, weights = vocabulary(rng)
     now = datetime.now(UTC)
-    with psycopg.connect(url) as connection:
-        with connection.cursor() as cursor:
-            with cursor.copy(
-                "COPY memories (id, delegate_id, kind, content, relation, source, created_at) "
-                "FROM STDIN"
-            ) as copy:
-                for n in range(MEMORIES):
-                    copy.write_row(
-                        (
-                            uuid.uuid4(),
-                            DELEGATE,
-                            "learned",
-                            sentence(rng, words, weights),
-                            "new",
-                            "memory",
-                            now - timedelta(seconds=MEMORIES - n),
-                        )
+    with psycopg.connect(url) as connection, connection.cursor() as cursor:
+        with cursor.copy(
+            "COPY memories (id, delegate_id, kind, content, relation, source, created_at) "
+            "FROM STDIN"
+        ) as copy:
+            for n in range(MEMORIES):
+                copy.write_row(
+                    (
+                        uuid.uuid4(),
+                        DELEGATE,
+                        "learned",
+                        sentence(rng, words, weights),
+                        "new",
+                        "memory",
+                        now - timedelta(seconds=MEMORIES - n),
                     )
-                for n in range(20):
-                    copy.write_row(
-                        (
-                            uuid.uuid4(),
-                            DELEGATE,
-                            "standing",
-                            sentence(rng, words, weights),
-                            "new",
-                            "operator",
-                            now - timedelta(days=30, seconds=n),
-                        )
+                )
+            for n in range(20):
+                copy.write_row(
+                    (
+                        uuid.uuid4(),
+                        DELEGATE,
+                        "standing",
+                        sentence(rng, words, weights),
+                        "new",
+                        "operator",
+                        now - timedelta(days=30, seconds=n),
                     )
-                for content in (
-                    "when the periodic review wakes, check outstanding commitments",
-                    "email me when consolidation teaches you something new",
-                ):
-                    copy.write_row(
-                        (uuid.uuid4(), DELEGATE, "learned", content, "new", "memory", now)
+                )
+            for content in (
+                "when the periodic review wakes, check outstanding commitments",
+                "email me when consolidation teaches you something new",
+            ):
+                copy.write_row((uuid.uuid4(), DELEGATE, "learned", content, "new", "memory", now))
+        kinds = (
+            ("memory.inserted", "memory"),
+            ("memory.recalled", "memory"),
+            ("task.progress", "copilot"),
+        )
+        with cursor.copy(
+            "COPY signals (id, delegate_id, kind, source, mode, priority, data, trust, "
+            "max_attempts, occurred_at, created_at, available_at, expires_at) FROM STDIN"
+        ) as copy:
+            for n in range(AMBIENT):
+                kind, source = kinds[n % 3]
+                at = now - timedelta(seconds=AMBIENT - n)
+                copy.write_row(
+                    (
+                        uuid.uuid4(),
+                        DELEGATE,
+                        kind,
+                        source,
+                        "ambient",
+                        10,
+                        Jsonb({"note": sentence(rng, words, weights), "seq": n}),
+                        "trusted",
+                        1,
+                        at,
+                        at,
+                        at,
+                        now + timedelta(days=7),
                     )
-            kinds = (
-                ("memory.inserted", "memory"),
-                ("memory.recalled", "memory"),
-                ("task.progress", "copilot"),
-            )
-            with cursor.copy(
-                "COPY signals (id, delegate_id, kind, source, mode, priority, data, trust, "
-                "max_attempts, occurred_at, created_at, available_at, expires_at) FROM STDIN"
-            ) as copy:
-                for n in range(AMBIENT):
-                    kind, source = kinds[n % 3]
-                    at = now - timedelta(seconds=AMBIENT - n)
-                    copy.write_row(
-                        (
-                            uuid.uuid4(),
-                            DELEGATE,
-                            kind,
-                            source,
-                            "ambient",
-                            10,
-                            Jsonb({"note": sentence(rng, words, weights), "seq": n}),
-                            "trusted",
-                            1,
-                            at,
-                            at,
-                            at,
-                            now + timedelta(days=7),
-                        )
-                    )
-        connection.execute("ANALYZE memories")
-        connection.execute("ANALYZE signals")
+                )
+    # Steady state before measuring: vacuumed and analysed, so autovacuum does not start on the
+    # freshly loaded tables in the middle of the measurement.
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("VACUUM (ANALYZE) memories")
+        connection.execute("VACUUM (ANALYZE) signals")
 
 
 def main() -> None:
