@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zoneinfo
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,26 @@ def _signal_block(token: str, signal: Signal, max_tokens: int) -> _Block:
     return _Block(fence.fenced(token, label, body), True)
 
 
+@dataclass(frozen=True)
+class _Found:
+    """What the journal returned for this activation, already filtered."""
+
+    standing: list[dict[str, Any]]
+    recalled: list[dict[str, Any]]
+    ambient: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """The parts that are always kept, whatever they cost."""
+
+    time_text: str
+    header: str
+    labels: list[str]
+    user_text: str | None
+
+
 class ContextComposer:
     def __init__(
         self,
@@ -144,22 +165,63 @@ class ContextComposer:
     def compose(self, activation: Activation) -> WorkingContext:
         local_now = activation.now.astimezone(self.zone)
         words = cue_words(activation, local_now)
-        query = query_text(words)
-        ambient_query = query_text(content_words(activation))
-        claimed = {signal.id for signal in activation.signals}
-        conversation.notify_live(
-            {
-                "seq": None,
-                "type": conversation.MEMORY_RETRIEVAL,
-                "payload": {"status": "pending", "cue": " ".join(words)},
-                "delegate_id": activation.delegate_id,
-                "activation_id": str(activation.id),
-                "turn_id": None,
-                "conversation_id": None,
-                "created_at": None,
-                "live_only": True,
-            }
+        _announce_retrieval(activation, words)
+        found = self._read(activation, words)
+        token = fence.new_token()
+        signals = sorted(activation.signals, key=lambda s: (-s.priority, s.created_at, str(s.id)))
+        fixed = _Fixed(
+            time_text=self._time_text(activation, local_now),
+            header=ENVELOPE_PREAMBLE.format(token=token),
+            labels=[signal_label(i, s) for i, s in enumerate(signals, 1)],
+            user_text=None if activation.user_message is None else activation.user_message.text,
         )
+        mandatory = self._mandatory(fixed, found, token)
+        pieces, cut = self._pieces(signals, found, token, mandatory)
+        allocation = allocate(pieces, self.budget - mandatory)
+        cut = allocation.cut + cut
+        if mandatory > self.budget:
+            cut.append(
+                {
+                    "section": "budget",
+                    "id": None,
+                    "reason": "instructions, time, signal labels and the user's message alone "
+                    f"need ~{mandatory} tokens, over the budget of {self.budget}",
+                }
+            )
+        kept = {id(piece) for piece in allocation.kept}
+        by_section: dict[str, list[Piece]] = {}
+        for piece in pieces:
+            if id(piece) in kept:
+                by_section.setdefault(piece.section, []).append(piece)
+        items, rendered, envelope = self._assemble(fixed, signals, by_section, token)
+
+        total = sum(estimate(item.content) + ITEM_OVERHEAD for item in items)
+        recalled = [_recalled_record(p.payload) for p in by_section.get("recall", [])]
+        logs.emit(
+            "composed",
+            delegate=activation.delegate_id,
+            activation=activation.id,
+            signals=len(signals),
+            rendered=len(rendered),
+            recalled=len(recalled),
+            ambient=len(by_section.get("ambient", [])),
+            cut=len(cut),
+            estimated_tokens=total,
+            budget=self.budget,
+        )
+        return WorkingContext(
+            activation=activation,
+            items=items,
+            rendered_signal_ids=rendered,
+            cut=cut,
+            recalled_memories=recalled,
+            envelope=envelope,
+            estimated_tokens=total,
+            cue=" ".join(words),
+        )
+
+    def _read(self, activation: Activation, words: list[str]) -> _Found:
+        claimed = {signal.id for signal in activation.signals}
         turn_id = None if activation.user_message is None else activation.user_message.turn_id
         # Memories a claimed signal reports on are already in the envelope.
         carried = {
@@ -171,59 +233,59 @@ class ContextComposer:
             found = context_snapshot(
                 connection,
                 delegate_id=activation.delegate_id,
-                recall_cue=query,
-                ambient_cue=ambient_query,
+                recall_cue=query_text(words),
+                ambient_cue=query_text(content_words(activation)),
                 standing_limit=self.limits.standing,
                 recall_limit=self.limits.recall + len(carried),
                 ambient_limit=self.limits.ambient * 2,
                 history_limit=self.limits.history,
             )
-        standing = found.standing
-        recalled = [row for row in found.recalled if str(row["id"]) not in carried][
-            : self.limits.recall
-        ]
+        recalled = [row for row in found.recalled if str(row["id"]) not in carried]
+        recalled = recalled[: self.limits.recall]
         # A memory's own insert signal adds nothing when the memory itself is in context.
-        known = {str(row["id"]) for row in standing} | {str(row["id"]) for row in recalled}
+        known = {str(row["id"]) for row in found.standing} | {str(row["id"]) for row in recalled}
         ambient = [
             row
             for row in found.ambient
             if row["id"] not in claimed and row["data"].get("memory_id") not in known
-        ][: self.limits.ambient]
-        history = [row for row in found.history if turn_id is None or row["turn_id"] != turn_id]
-        token = fence.new_token()
-        signals = sorted(activation.signals, key=lambda s: (-s.priority, s.created_at, str(s.id)))
-
-        time_text = (
-            f"CURRENT TIME: {activation.now.astimezone(zoneinfo.ZoneInfo('UTC')).isoformat()} "
-            f"(UTC); {local_now:%A %Y-%m-%d %H:%M} {local_now.tzname()} in the delegate's time "
-            f"zone ({self.zone.key})."
-        )
-        header = ENVELOPE_PREAMBLE.format(token=token)
-        labels = [signal_label(i, s) for i, s in enumerate(signals, 1)]
-        user_text = None if activation.user_message is None else activation.user_message.text
-
-        # Always kept: counted first, whatever they cost.
-        mandatory = estimate(self.instructions) + estimate(time_text) + 2 * ITEM_OVERHEAD
-        if signals:
-            mandatory += estimate(header) + ITEM_OVERHEAD
-            mandatory += sum(estimate(label) + estimate(OMITTED) + 2 for label in labels)
-        if user_text is not None:
-            mandatory += estimate(user_text) + ITEM_OVERHEAD
-        mandatory += sum(
-            estimate(h) + ITEM_OVERHEAD
-            for h, present in (
-                (STANDING_HEADER, standing),
-                (RECALL_HEADER, recalled),
-                (AMBIENT_HEADER.format(token=token), ambient),
-            )
-            if present
+        ]
+        return _Found(
+            standing=found.standing,
+            recalled=recalled,
+            ambient=ambient[: self.limits.ambient],
+            history=[r for r in found.history if turn_id is None or r["turn_id"] != turn_id],
         )
 
+    def _time_text(self, activation: Activation, local_now: datetime) -> str:
+        return (
+            f"CURRENT TIME: {activation.now.astimezone(UTC).isoformat()} (UTC); "
+            f"{local_now:%A %Y-%m-%d %H:%M} {local_now.tzname()} in the delegate's time zone "
+            f"({self.zone.key})."
+        )
+
+    def _mandatory(self, fixed: _Fixed, found: _Found, token: str) -> int:
+        mandatory = estimate(self.instructions) + estimate(fixed.time_text) + 2 * ITEM_OVERHEAD
+        if fixed.labels:
+            mandatory += estimate(fixed.header) + ITEM_OVERHEAD
+            mandatory += sum(estimate(label) + estimate(OMITTED) + 2 for label in fixed.labels)
+        if fixed.user_text is not None:
+            mandatory += estimate(fixed.user_text) + ITEM_OVERHEAD
+        headers = (
+            (STANDING_HEADER, found.standing),
+            (RECALL_HEADER, found.recalled),
+            (AMBIENT_HEADER.format(token=token), found.ambient),
+        )
+        return mandatory + sum(estimate(h) + ITEM_OVERHEAD for h, rows in headers if rows)
+
+    def _pieces(
+        self, signals: list[Signal], found: _Found, token: str, mandatory: int
+    ) -> tuple[list[Piece], list[dict[str, Any]]]:
+        """Everything the budget may cut, and the signals shortened to fit."""
         pieces: list[Piece] = []
+        shortened: list[dict[str, Any]] = []
         # One signal's content may take at most the envelope's share of the budget: a larger
         # one is shortened to fit (and says so) rather than being cut on every attempt forever.
         max_block = max(64, int((self.budget - mandatory) * SHARES["inner_context"]))
-        shortened: list[dict[str, Any]] = []
         for signal in signals:
             block = _signal_block(token, signal, max_block)
             if block.shortened:
@@ -235,93 +297,51 @@ class ContextComposer:
                         "reason": "content shortened to fit the envelope's share of the budget",
                     }
                 )
+            at = signal.created_at.timestamp()
             pieces.append(
-                Piece(
-                    "inner_context",
-                    str(signal.id),
-                    block.text,
-                    signal.priority,
-                    signal.created_at.timestamp(),
-                    signal,
-                )
+                Piece("inner_context", str(signal.id), block.text, signal.priority, at, signal)
             )
-        for row in standing:
-            pieces.append(
-                Piece(
-                    "standing_memory",
-                    str(row["id"]),
-                    _memory_line(row),
-                    90,
-                    -row["created_at"].timestamp(),
-                    row,
-                )
-            )
-        for rank, row in enumerate(recalled):
+        for row in found.standing:
+            at = -row["created_at"].timestamp()  # oldest first: the stable preamble
+            pieces.append(Piece("standing_memory", str(row["id"]), _memory_line(row), 90, at, row))
+        for rank, row in enumerate(found.recalled):
             pieces.append(Piece("recall", str(row["id"]), _memory_line(row), 60, -rank, row))
-        for row in ambient:
+        for row in found.ambient:
             encoded, _ = fence.encode_data(row["data"])
-            ambient_block = fence.fenced(token, _ambient_label(row), encoded)
-            pieces.append(
-                Piece(
-                    "ambient",
-                    str(row["id"]),
-                    ambient_block,
-                    row["priority"],
-                    row["created_at"].timestamp(),
-                    row,
-                )
-            )
-        for position, row in enumerate(history):
+            text = fence.fenced(token, _ambient_label(row), encoded)
+            at = row["created_at"].timestamp()
+            pieces.append(Piece("ambient", str(row["id"]), text, row["priority"], at, row))
+        for position, row in enumerate(found.history):
             text = message_text(row["type"], row["payload"])
-            pieces.append(
-                Piece(
-                    "conversation",
-                    f"message-{position}",
-                    text,
-                    50,
-                    row["created_at"].timestamp(),
-                    row,
-                )
-            )
+            at = row["created_at"].timestamp()
+            pieces.append(Piece("conversation", f"message-{position}", text, 50, at, row))
+        return pieces, shortened
 
-        allocation = allocate(pieces, self.budget - mandatory)
-        kept = {id(piece) for piece in allocation.kept}
-        cut = list(allocation.cut) + shortened
-        if mandatory > self.budget:
-            cut.append(
-                {
-                    "section": "budget",
-                    "id": None,
-                    "reason": "instructions, time, signal labels and the user's message alone "
-                    f"need ~{mandatory} tokens, over the budget of {self.budget}",
-                }
-            )
-
-        def kept_in(section: str) -> list[Piece]:
-            return [p for p in pieces if p.section == section and id(p) in kept]
-
+    def _assemble(
+        self,
+        fixed: _Fixed,
+        signals: list[Signal],
+        kept: dict[str, list[Piece]],
+        token: str,
+    ) -> tuple[list[ContextItem], set[Any], str]:
+        """The ordered model input, the signals rendered with content, and the envelope."""
         items = [ContextItem("system", self.instructions, "instructions")]
-        if standing_kept := kept_in("standing_memory"):
-            lines = "\n".join(p.text for p in standing_kept)
-            items.append(ContextItem("developer", f"{STANDING_HEADER}\n{lines}", "standing_memory"))
-        items.append(ContextItem("developer", time_text, "time"))
-        recall_kept = kept_in("recall")
-        if recall_kept:
-            lines = "\n".join(p.text for p in recall_kept)
-            items.append(ContextItem("developer", f"{RECALL_HEADER}\n{lines}", "recall"))
-        if ambient_kept := kept_in("ambient"):
-            blocks = "\n".join(p.text for p in ambient_kept)
-            items.append(
-                ContextItem(
-                    "developer", f"{AMBIENT_HEADER.format(token=token)}\n{blocks}", "ambient"
-                )
-            )
+
+        def developer(section: str, header: str) -> None:
+            if kept.get(section):
+                lines = "\n".join(p.text for p in kept[section])
+                items.append(ContextItem("developer", f"{header}\n{lines}", section))
+
+        developer("standing_memory", STANDING_HEADER)
+        items.append(ContextItem("developer", fixed.time_text, "time"))
+        developer("recall", RECALL_HEADER)
+        developer("ambient", AMBIENT_HEADER.format(token=token))
         rendered: set[Any] = set()
         envelope = ""
         if signals:
-            content = {p.payload.id: p.text for p in kept_in("inner_context")}
-            parts = [header]
-            for label, signal in zip(labels, signals, strict=True):
+            content = {p.payload.id: p.text for p in kept.get("inner_context", [])}
+            parts = [fixed.header]
+            for label, signal in zip(fixed.labels, signals, strict=True):
                 parts.append(label)
                 if signal.id in content:
                     parts.append(content[signal.id])
@@ -330,42 +350,36 @@ class ContextComposer:
                     parts.append(OMITTED)
             envelope = "\n".join(parts)
             items.append(ContextItem("developer", envelope, "inner_context"))
-        for piece in kept_in("conversation"):
+        for piece in kept.get("conversation", []):
             role = "user" if piece.payload["type"] == conversation.USER_MESSAGE else "assistant"
             items.append(ContextItem(role, piece.text, "conversation"))
-        if user_text is not None:
-            items.append(ContextItem("user", user_text, "user"))
+        if fixed.user_text is not None:
+            items.append(ContextItem("user", fixed.user_text, "user"))
+        return items, rendered, envelope
 
-        total = sum(estimate(item.content) + ITEM_OVERHEAD for item in items)
-        recalled_records = [
-            {
-                "id": str(p.payload["id"]),
-                "content": p.payload["content"],
-                "relation": p.payload["relation"],
-                "rank": p.payload["rank"],
-                "created_at": p.payload["created_at"].isoformat(),
-            }
-            for p in recall_kept
-        ]
-        logs.emit(
-            "composed",
-            delegate=activation.delegate_id,
-            activation=activation.id,
-            signals=len(signals),
-            rendered=len(rendered),
-            recalled=len(recalled_records),
-            ambient=len(ambient_kept),
-            cut=len(cut),
-            estimated_tokens=total,
-            budget=self.budget,
-        )
-        return WorkingContext(
-            activation=activation,
-            items=items,
-            rendered_signal_ids=rendered,
-            cut=cut,
-            recalled_memories=recalled_records,
-            envelope=envelope,
-            estimated_tokens=total,
-            cue=" ".join(words),
-        )
+
+def _announce_retrieval(activation: Activation, words: list[str]) -> None:
+    """Live-only "memory retrieval pending" for the timeline (the outcome is stored later)."""
+    conversation.notify_live(
+        {
+            "seq": None,
+            "type": conversation.MEMORY_RETRIEVAL,
+            "payload": {"status": "pending", "cue": " ".join(words)},
+            "delegate_id": activation.delegate_id,
+            "activation_id": str(activation.id),
+            "turn_id": None,
+            "conversation_id": None,
+            "created_at": None,
+            "live_only": True,
+        }
+    )
+
+
+def _recalled_record(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "content": row["content"],
+        "relation": row["relation"],
+        "rank": row["rank"],
+        "created_at": row["created_at"].isoformat(),
+    }
