@@ -7,9 +7,8 @@ from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy
-from sqlalchemy import Table, select, text
+from sqlalchemy import Table, select
 
-from inner_plane.journal.memories import DF_CAP
 from inner_plane.journal.tables import SignalRow
 
 _S = cast(Table, SignalRow.__table__)
@@ -53,17 +52,6 @@ RELEVANT_QUERY = f"""
     FROM scored sc JOIN signals s ON s.id = sc.id
     ORDER BY sc.score DESC, s.created_at DESC
 """  # noqa: S608 - AMBIENT_DOCUMENT is a constant expression, no input
-RELEVANT_SQL = text(RELEVANT_QUERY)
-
-
-def relevant_ambient(
-    connection: sqlalchemy.Connection, delegate_id: str, cue: str, limit: int
-) -> list[dict[str, Any]]:
-    """Retained (pending, unexpired) ambient signals of the delegate containing any cue word."""
-    if not cue.strip():
-        return []
-    params = {"ambient_cue": cue, "delegate": delegate_id, "cap": DF_CAP, "ambient_limit": limit}
-    return [dict(row._mapping) for row in connection.execute(RELEVANT_SQL, params)]
 
 
 def recent_activity(

@@ -177,23 +177,6 @@ def list_memories(
         return [_record(row) for row in connection.execute(query)]
 
 
-def standing(
-    connection: sqlalchemy.Connection, delegate_id: str, limit: int
-) -> list[dict[str, Any]]:
-    """Standing memories, oldest first (they read as a stable preamble)."""
-    query = (
-        select(*_PUBLIC)
-        .where(
-            _M.c.delegate_id == delegate_id,
-            _M.c.kind == "standing",
-            _M.c.superseded_by.is_(None),
-        )
-        .order_by(_M.c.created_at, _M.c.id)
-        .limit(limit)
-    )
-    return [_record(row) for row in connection.execute(query)]
-
-
 def recall(
     connection: sqlalchemy.Connection, delegate_id: str, cue: str, limit: int
 ) -> list[dict[str, Any]]:
