@@ -78,7 +78,10 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
         return " ".join(p for p in (str(trigger or ""), _signals_summary(payload)) if p)
     if event_type == events.ACTIVATION_COMPLETED:
         duration = payload.get("duration_ms")
-        return f"in {duration:.0f} ms" if isinstance(duration, int | float) else ""
+        parts = [f"in {duration:.0f} ms"] if isinstance(duration, int | float) else []
+        if payload.get("reply"):
+            parts.append(f"reply: {payload['reply']}")
+        return "; ".join(parts)
     if event_type == events.ACTIVATION_FAILED:
         return str(payload.get("error") or "")
     if event_type == events.CONTEXT_USAGE:
