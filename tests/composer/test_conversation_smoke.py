@@ -34,3 +34,19 @@ def test_event_is_announced_only_after_commit_and_not_after_rollback(runtime: Ru
     stored = conversation.read_events(runtime.engine, "d1")
     assert [e["payload"]["text"] for e in stored] == ["hi", "ok"]
     assert stored == seen
+
+
+def test_bad_events_are_refused_and_nothing_is_stored(runtime: Runtime) -> None:
+    for kwargs, message in (
+        ({"type": "", "payload": {}}, "1 to 64 characters"),
+        ({"type": "x" * 65, "payload": {}}, "1 to 64 characters"),
+        ({"type": "user.message", "payload": ["not", "a", "dict"]}, "must be a dict, not list"),
+    ):
+        with pytest.raises(ValueError, match=message), runtime.engine.begin() as connection:
+            conversation.append_event(connection, delegate_id="d1", **kwargs)  # type: ignore[arg-type]
+    assert conversation.read_events(runtime.engine, "d1") == []
+    with pytest.raises(ValueError, match="capsule status"):
+        from inner_plane.timeline import report_capsule
+
+        report_capsule(runtime.engine, "d1", "exploded")  # type: ignore[arg-type]
+    assert conversation.read_events(runtime.engine, "d1") == []
