@@ -395,6 +395,7 @@ class Lane:
                 activation,
                 "inner.activation.completed" if step.turn_id is None else "assistant.message",
                 {"duration_ms": round(duration_s * 1000, 1), "reply": result.reply},
+                context,
             )
         by_id = {s.id: s for s in activation.signals}
         for signal_id, state, disposition, reason, _ in outcomes:
@@ -463,6 +464,7 @@ class Lane:
                 activation,
                 "inner.activation.failed",
                 {"error": error[:2000], "duration_ms": round(duration_s * 1000, 1)},
+                context,
             )
         logs.emit("failed", **_activation_fields(activation), error=error[:500])
         for signal in retrying:
@@ -500,14 +502,25 @@ class Lane:
             )
 
     def _conversation(
-        self, connection: Connection, activation: Activation, event: str, payload: dict[str, Any]
+        self,
+        connection: Connection,
+        activation: Activation,
+        event: str,
+        payload: dict[str, Any],
+        context: WorkingContext | None = None,
     ) -> None:
         append = _optional("inner_plane.journal.conversation", "append_event")
         if append is None:
             return
         body = dict(payload)
         body.setdefault("trigger", activation.trigger.value)
-        body.setdefault("signals", [s.public() for s in activation.signals])
+        if event != "user.message":
+            # The user's entry carries only the user's words; the claimed batch (ids, kinds,
+            # sources, modes, priorities, attempts, creation times, payloads) goes with the
+            # inner-context and activation entries.
+            body.setdefault("signals", [s.public() for s in activation.signals])
+        if context is not None:
+            body.setdefault("envelope", context.envelope)
         if activation.user_message is not None:
             body.setdefault("text", activation.user_message.text)
             body.setdefault("channel", activation.user_message.channel)

@@ -246,7 +246,7 @@ def test_timer_wake_carries_identity_time_recurrence_and_purpose_into_the_compos
 
     # Learned intent lives in memory; the timer itself only says that its moment is due.
     remember("when the periodic review wakes, check outstanding commitments", runtime=runtime)
-    remember("the garden needs watering on Fridays", runtime=runtime)
+    remember("the garden needs watering when it is dry", runtime=runtime)
     at = db_now(runtime) + timedelta(seconds=4)
     add_timer({"name": "periodic-review", "purpose": "weekly look at open items",
                "at": at.isoformat()}, runtime=runtime)  # fmt: skip
@@ -289,6 +289,6 @@ def test_timer_wake_carries_identity_time_recurrence_and_purpose_into_the_compos
         assert value in flow["envelope"], (value, flow["envelope"])
     recalled = [m["content"] for m in flow["recalled_memories"]]
     assert "when the periodic review wakes, check outstanding commitments" in recalled
-    assert "the garden needs watering on Fridays" not in recalled
+    assert "the garden needs watering when it is dry" not in recalled
     # Never as user input.
     assert all(item.get("role") != "user" for item in flow["model_input"] or [])
