@@ -69,11 +69,11 @@ class InstantAgent:
         )
 
 
-def wait_until(condition, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def wait_until(condition, timeout: float = 120.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise SystemExit("benchmark timed out")
+            raise SystemExit(f"benchmark timed out waiting for {what}")
         time.sleep(0.002)
 
 
@@ -99,6 +99,7 @@ def main() -> None:
         INNER_PLANE_BATCH_QUIET_MS=str(QUIET_MS),
         INNER_PLANE_BATCH_MAX_AGE_MS=str(QUIET_MS * 4),
         INNER_PLANE_LOG_LEVEL="WARNING",
+        INNER_PLANE_WAKE_BUDGET_PER_HOUR="1000000",
     )
     workers: list[ChildProcess] = []
     try:
@@ -115,7 +116,7 @@ def main() -> None:
             worker.wait_for(" ready.", 60)
         # Warm both workers' connections.
         publish(kind="task.completed", source="warm", delegate_id="warm")
-        wait_until(lambda: rt.signals.list("warm", "delivered", limit=1) != [])
+        wait_until(lambda: rt.signals.list("warm", "delivered", limit=1) != [], 60, "warm-up")
 
         # 1. raw Celery enqueue -> start.
         from inner_plane import celery_bridge
@@ -129,7 +130,7 @@ def main() -> None:
                 celery_bridge.ACTIVATION_QUEUE,
                 args=(time.time(), key),
             )
-            wait_until(lambda: rt.redis.llen(key) > len(raw), 30)
+            wait_until(lambda: rt.redis.llen(key) > len(raw), 30, "probe")
             sent, started = (float(x) for x in rt.redis.lindex(key, len(raw)).split(":"))  # type: ignore[union-attr]
             raw.append((started - sent) * 1000)
             time.sleep(0.01)
@@ -179,7 +180,7 @@ def main() -> None:
                     == DELEGATES
                 )
 
-            wait_until(fanout_done, 300)
+            wait_until(fanout_done, 600, "fan-out delivered")
         fanout_s = time.monotonic() - t0
         with rt.engine.connect() as connection:
             overlaps = connection.execute(

@@ -34,6 +34,13 @@ class DueWindow:
     interrupt: bool
     now: datetime
     user_turn_waiting: bool = False
+    # Some due signal has used every attempt (it must become dead, not be claimed).
+    exhausted: bool = False
+    # Seconds until the next not-yet-available wake signal (retry backoff), if any.
+    next_available_in: float | None = None
+    # Autonomous activations started in the last hour, and the oldest start among them.
+    autonomous_last_hour: int = 0
+    oldest_autonomous: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -100,21 +107,46 @@ class SignalEvent:
 
 
 def due_window(connection: Connection, delegate_id: str) -> DueWindow:
-    """One round trip: the due wake/interrupt signals, whether a user turn waits, and now()."""
+    """One round trip for every decision the lane takes before claiming: the due wake and
+    interrupt signals, a waiting user turn, exhausted attempts, the next backoff expiry, the
+    autonomous-wake budget, and the database clock."""
     row = connection.execute(
         text(
             f"""
-            SELECT count(*), min(available_at), max(available_at),
-                   coalesce(bool_or(mode = 'interrupt'), false), now(),
+            SELECT d.n, d.oldest, d.newest, d.interrupt, now(),
                    EXISTS (SELECT 1 FROM user_turns
-                            WHERE delegate_id = :delegate AND state = 'queued')
-              FROM signals
-             WHERE {_DUE} AND mode IN ('wake', 'interrupt')
+                            WHERE delegate_id = :delegate AND state = 'queued'),
+                   EXISTS (SELECT 1 FROM signals
+                            WHERE {_DUE} AND attempts >= max_attempts),
+                   (SELECT extract(epoch FROM min(f.available_at) - now()) FROM signals f
+                     WHERE f.delegate_id = :delegate AND f.state = 'pending'
+                       AND f.mode IN ('wake', 'interrupt') AND f.available_at > now()),
+                   b.n, b.oldest
+              FROM (SELECT count(*) AS n, min(available_at) AS oldest,
+                           max(available_at) AS newest,
+                           coalesce(bool_or(mode = 'interrupt'), false) AS interrupt
+                      FROM signals
+                     WHERE {_DUE} AND mode IN ('wake', 'interrupt')) d,
+                   (SELECT count(*) AS n, min(started_at) AS oldest FROM activations
+                     WHERE delegate_id = :delegate
+                       AND trigger IN ('wake', 'interrupt', 'drain')
+                       AND started_at > now() - interval '1 hour') b
             """  # noqa: S608 - constant fragment, parameters bound
         ),
         {"delegate": delegate_id},
     ).one()
-    return DueWindow(int(row[0]), row[1], row[2], bool(row[3]), row[4], bool(row[5]))
+    return DueWindow(
+        count=int(row[0]),
+        oldest=row[1],
+        newest=row[2],
+        interrupt=bool(row[3]),
+        now=row[4],
+        user_turn_waiting=bool(row[5]),
+        exhausted=bool(row[6]),
+        next_available_in=None if row[7] is None else float(row[7]),
+        autonomous_last_hour=int(row[8]),
+        oldest_autonomous=row[9],
+    )
 
 
 def has_due_signals(connection: Connection, delegate_id: str) -> bool:
@@ -296,18 +328,21 @@ def claim(
                  ORDER BY priority DESC, seq
                  LIMIT :limit
                  FOR UPDATE SKIP LOCKED
+            ), claimed AS (
+                UPDATE signals s SET state = 'claimed', claimed_by = :activation,
+                       attempts = s.attempts + 1, updated_at = now()
+                  FROM picked WHERE s.id = picked.id
+                RETURNING s.*
+            ), noted AS (
+                INSERT INTO signal_events (signal_id, event, reason, activation_id)
+                SELECT id, 'claimed', '', :activation FROM claimed
             )
-            UPDATE signals s SET state = 'claimed', claimed_by = :activation,
-                   attempts = s.attempts + 1, updated_at = now()
-              FROM picked WHERE s.id = picked.id
-            RETURNING s.*
+            SELECT * FROM claimed
             """  # noqa: S608
         ),
         {"delegate": delegate_id, "activation": activation_id, "limit": limit},
     ).all()
-    claimed = sorted((_to_signal(row) for row in rows), key=lambda s: (-s.priority, s.created_at))
-    add_events(connection, ((s.id, "claimed", "", activation_id) for s in claimed))
-    return claimed
+    return sorted((_to_signal(row) for row in rows), key=lambda s: (-s.priority, s.created_at))
 
 
 def next_user_turn(

@@ -141,6 +141,24 @@ def start_conversation(engine: Engine, delegate_id: str) -> uuid.UUID:
         return current_conversation(connection, delegate_id)
 
 
+_APPEND = (
+    _E.insert()
+    .from_select(
+        ["id", "delegate_id", "conversation_id", "type", "payload", "activation_id", "turn_id"],
+        select(
+            sqlalchemy.bindparam("id", type_=UUID(as_uuid=True)),
+            sqlalchemy.cast(sqlalchemy.bindparam("delegate_id"), Text),
+            _C.c.id,
+            sqlalchemy.cast(sqlalchemy.bindparam("type"), Text),
+            sqlalchemy.bindparam("payload", type_=JSONB),
+            sqlalchemy.bindparam("activation_id", type_=UUID(as_uuid=True)),
+            sqlalchemy.bindparam("turn_id", type_=UUID(as_uuid=True)),
+        ).where(_C.c.delegate_id == sqlalchemy.bindparam("delegate_id"), _C.c.ended_at.is_(None)),
+    )
+    .returning(*_E.c)
+)
+
+
 def append_event(
     connection: sqlalchemy.Connection,
     *,
@@ -157,20 +175,21 @@ def append_event(
         raise ValueError(
             f"conversation event payload must be a dict, not {payload.__class__.__name__}"
         )
-    conversation_id = current_conversation(connection, delegate_id)
-    row = connection.execute(
-        _E.insert()
-        .values(
-            id=uuid.uuid4(),
-            delegate_id=delegate_id,
-            conversation_id=conversation_id,
-            type=type,
-            payload=to_jsonable_python(payload),
-            activation_id=activation_id,
-            turn_id=turn_id,
-        )
-        .returning(*_E.c)
-    ).one()
+    values = {
+        "id": uuid.uuid4(),
+        "delegate_id": delegate_id,
+        "type": type,
+        "payload": to_jsonable_python(payload),
+        "activation_id": activation_id,
+        "turn_id": turn_id,
+    }
+    # One statement in the steady state: the event joins the delegate's open conversation.
+    row = connection.execute(_APPEND, values).first()
+    if row is None:  # first event of the delegate: open its conversation, then append
+        current_conversation(connection, delegate_id)
+        row = connection.execute(_APPEND, values).one()
+    if not _listeners:
+        return  # nobody follows live in this process (workers): nothing to hand over
     pending: list[dict[str, Any]] = connection.info.setdefault(_PENDING_KEY, [])
     pending.append(event_record(row))
     if not event.contains(connection, "commit", _after_commit):

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import redis
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
 from inner_plane.agent.port import (
@@ -39,7 +39,7 @@ from inner_plane.agent.port import (
     UserMessage,
     WorkingContext,
 )
-from inner_plane.attention.policy import HOUR, budget_frees_at, wait_before_claim
+from inner_plane.attention.policy import budget_frees_at, wait_before_claim
 from inner_plane.attention.wakes import clear_debounce, send_activate
 from inner_plane.journal import activations as journal
 from inner_plane.journal.leases import LeaseLost, Leases, fence
@@ -231,7 +231,7 @@ class Lane:
                     self.settings.batch_max_age_ms / 1000,
                 )
                 if wait is None:
-                    return self._next_due_in(connection, delegate_id)
+                    return _countdown(window.next_available_in)
                 if wait > 0:
                     journal.note_due(
                         connection, delegate_id, "deferred", f"batching window open ({wait:.3f} s)"
@@ -244,8 +244,10 @@ class Lane:
                     )
                     return wait
                 if not window.interrupt:
-                    count, oldest = journal.autonomous_since(connection, delegate_id, HOUR)
-                    frees = budget_frees_at(count, oldest, self.settings.wake_budget_per_hour)
+                    count = window.autonomous_last_hour
+                    frees = budget_frees_at(
+                        count, window.oldest_autonomous, self.settings.wake_budget_per_hour
+                    )
                     if frees is not None:
                         why = (
                             f"budget: {count} autonomous activations in the last hour "
@@ -266,7 +268,7 @@ class Lane:
                     else (Trigger.WAKE if first else Trigger.DRAIN)
                 )
                 why = reason
-            dead = journal.kill_exhausted(connection, delegate_id)
+            dead = journal.kill_exhausted(connection, delegate_id) if window.exhausted else []
             claimed = journal.claim(
                 connection, delegate_id, activation_id, self.settings.batch_limit
             )
@@ -308,21 +310,6 @@ class Lane:
             logs.emit("dead", **_signal_fields(signal), reason=signal.last_error)
         logs.emit("batch", **_activation_fields(activation), reason=why)
         return _Step(activation, None if turn is None else turn.id)
-
-    def _next_due_in(self, connection: Connection, delegate_id: str) -> float | None:
-        """Seconds until the next pending wake signal becomes available (retry backoff), if
-        soon enough to schedule through Celery."""
-        delay = connection.execute(
-            text(
-                "SELECT extract(epoch FROM min(available_at) - now()) FROM signals "
-                "WHERE delegate_id = :delegate AND state = 'pending' "
-                "AND mode IN ('wake', 'interrupt') AND available_at > now()"
-            ),
-            {"delegate": delegate_id},
-        ).scalar()
-        if delay is None or float(delay) > MAX_COUNTDOWN_S:
-            return None
-        return max(0.05, float(delay))
 
     # --- one activation -------------------------------------------------------------------
 
@@ -548,6 +535,13 @@ class Lane:
             send_activate(self.runtime, delegate_id, reschedule)
         except Exception as error:  # the sweeper recovers from the journal
             logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
+
+
+def _countdown(seconds: float | None) -> float | None:
+    """A Celery countdown for the next backoff expiry, if soon enough to schedule safely."""
+    if seconds is None or seconds > MAX_COUNTDOWN_S:
+        return None
+    return max(0.05, seconds)
 
 
 def _optional(module: str, name: str) -> Any:
