@@ -30,7 +30,7 @@ os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-benc
 from sqlalchemy import text  # noqa: E402
 
 from inner_plane import logs  # noqa: E402
-from inner_plane.agent.minimal_composer import MinimalComposer  # noqa: E402
+from inner_plane.agent.factory import load_composer  # noqa: E402
 from inner_plane.agent.port import AgentResult, Disposition, Settlement  # noqa: E402
 from inner_plane.config import build_settings  # noqa: E402
 from inner_plane.lane.runner import Lane  # noqa: E402
@@ -221,7 +221,7 @@ def main() -> None:
             update={"batch_quiet_ms": 0, "batch_max_age_ms": 0, "wake_budget_per_hour": 10**9}
         ),
     )
-    lane = Lane(quick, InstantAgent(), MinimalComposer(), holder="bench")
+    lane = Lane(quick, InstantAgent(), load_composer(quick), holder="bench")
     overhead: list[float] = []
     for n in range(OVERHEAD_RUNS):
         with rt.engine.begin() as connection:

@@ -118,19 +118,29 @@ def due_window(connection: Connection, delegate_id: str) -> DueWindow:
                             WHERE delegate_id = :delegate AND state = 'queued'),
                    EXISTS (SELECT 1 FROM signals
                             WHERE {_DUE} AND attempts >= max_attempts),
-                   (SELECT extract(epoch FROM min(f.available_at) - now()) FROM signals f
-                     WHERE f.delegate_id = :delegate AND f.state = 'pending'
-                       AND f.mode IN ('wake', 'interrupt') AND f.available_at > now()),
-                   b.n, b.oldest
+                   -- CASE evaluates only the subquery the decision needs.
+                   CASE WHEN d.n = 0 THEN
+                       (SELECT extract(epoch FROM min(f.available_at) - now()) FROM signals f
+                         WHERE f.delegate_id = :delegate AND f.state = 'pending'
+                           AND f.mode IN ('wake', 'interrupt') AND f.available_at > now())
+                   END,
+                   CASE WHEN d.n > 0 AND NOT d.interrupt THEN
+                       (SELECT count(*) FROM activations
+                         WHERE delegate_id = :delegate
+                           AND trigger IN ('wake', 'interrupt', 'drain')
+                           AND started_at > now() - interval '1 hour')
+                   ELSE 0 END,
+                   CASE WHEN d.n > 0 AND NOT d.interrupt THEN
+                       (SELECT min(started_at) FROM activations
+                         WHERE delegate_id = :delegate
+                           AND trigger IN ('wake', 'interrupt', 'drain')
+                           AND started_at > now() - interval '1 hour')
+                   END
               FROM (SELECT count(*) AS n, min(available_at) AS oldest,
                            max(available_at) AS newest,
                            coalesce(bool_or(mode = 'interrupt'), false) AS interrupt
                       FROM signals
-                     WHERE {_DUE} AND mode IN ('wake', 'interrupt')) d,
-                   (SELECT count(*) AS n, min(started_at) AS oldest FROM activations
-                     WHERE delegate_id = :delegate
-                       AND trigger IN ('wake', 'interrupt', 'drain')
-                       AND started_at > now() - interval '1 hour') b
+                     WHERE {_DUE} AND mode IN ('wake', 'interrupt')) d
             """  # noqa: S608 - constant fragment, parameters bound
         ),
         {"delegate": delegate_id},
@@ -146,6 +156,23 @@ def due_window(connection: Connection, delegate_id: str) -> DueWindow:
         next_available_in=None if row[7] is None else float(row[7]),
         autonomous_last_hour=int(row[8]),
         oldest_autonomous=row[9],
+    )
+
+
+def has_work(connection: Connection, delegate_id: str) -> bool:
+    """A due wake/interrupt signal or a queued user turn (the check after releasing)."""
+    return bool(
+        connection.execute(
+            text(
+                f"""
+                SELECT EXISTS (SELECT 1 FROM signals
+                                WHERE {_DUE} AND mode IN ('wake', 'interrupt'))
+                    OR EXISTS (SELECT 1 FROM user_turns
+                                WHERE delegate_id = :delegate AND state = 'queued')
+                """  # noqa: S608
+            ),
+            {"delegate": delegate_id},
+        ).scalar()
     )
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from inner_plane.agent.port import Preempted, Trigger
 from inner_plane.journal.leases import LeaseLost, Leases
@@ -63,14 +65,14 @@ class LaneGuard:
 
     def __init__(
         self,
-        runtime: Runtime,
+        transaction: Callable[[], AbstractContextManager[Connection]],
         delegate_id: str,
         epoch: int,
         activation_id: str,
         trigger: Trigger,
         heartbeat: Heartbeat,
     ) -> None:
-        self.runtime = runtime
+        self.transaction = transaction
         self.delegate_id = delegate_id
         self.epoch = epoch
         self.activation_id = activation_id
@@ -80,7 +82,7 @@ class LaneGuard:
     def safe_point(self) -> None:
         if self.heartbeat.lost.is_set():
             raise LeaseLost(self.delegate_id, self.epoch, None)
-        with self.runtime.engine.connect() as connection:
+        with self.transaction() as connection:
             epoch, turn_waiting, interrupt_waiting = connection.execute(
                 _CHECK, {"delegate": self.delegate_id}
             ).one()

@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -115,6 +115,7 @@ class Lane:
         self.composer = composer
         self.holder = holder or holder_name()
         self.leases = Leases(runtime.engine)
+        self._connection: Connection | None = None
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -135,6 +136,7 @@ class Lane:
             heartbeat = Heartbeat(self.runtime, delegate_id, epoch, lock or None)
             heartbeat.start()
             reschedule: float | None = None
+            self._connection = self.runtime.engine.connect()
             try:
                 if left_behind:
                     self._recover(delegate_id, epoch)
@@ -144,6 +146,8 @@ class Lane:
                 logs.emit("lease_lost", delegate=delegate_id, epoch=epoch, reason=str(error))
             finally:
                 heartbeat.stop()
+                connection, self._connection = self._connection, None
+                connection.close()
                 if not outcome.lease_lost:
                     self.leases.release(delegate_id, epoch)
         finally:
@@ -153,6 +157,18 @@ class Lane:
         if not outcome.lease_lost:
             self._after_release(delegate_id, reschedule)
         return outcome
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """A transaction on the connection this lane run holds (one checkout per run, not per
+        transaction: no pool ping or reset round trips between the run's transactions)."""
+        connection = self._connection
+        if connection is None:
+            with self.runtime.engine.begin() as fresh:
+                yield fresh
+            return
+        with connection.begin():
+            yield connection
 
     def _lock(self, delegate_id: str) -> Any:
         """A held redis-py Lock, False if someone else holds it, None if Redis is unreachable
@@ -169,7 +185,7 @@ class Lane:
             return None
 
     def _recover(self, delegate_id: str, epoch: int) -> None:
-        with self.runtime.engine.begin() as connection:
+        with self._transaction() as connection:
             fence(connection, delegate_id, epoch)
             recovered = journal.recover_stale(connection, delegate_id, epoch)
         for signal in recovered:
@@ -202,7 +218,7 @@ class Lane:
         self, delegate_id: str, epoch: int, reason: str, first: bool
     ) -> _Step | float | None:
         activation_id = uuid.uuid4()
-        with self.runtime.engine.begin() as connection:
+        with self._transaction() as connection:
             fence(connection, delegate_id, epoch)
             window = journal.due_window(connection, delegate_id)
             now = window.now
@@ -316,7 +332,7 @@ class Lane:
     def _run_activation(self, step: _Step, heartbeat: Heartbeat) -> None:
         activation = step.activation
         guard = LaneGuard(
-            self.runtime,
+            self._transaction,
             activation.delegate_id,
             activation.epoch,
             str(activation.id),
@@ -363,7 +379,7 @@ class Lane:
             outcomes.append(
                 (signal.id, state, settlement.disposition.value, settlement.reason, until)
             )
-        with self.runtime.engine.begin() as connection:
+        with self._transaction() as connection:
             fence(connection, activation.delegate_id, activation.epoch)
             journal.settle(connection, activation.id, outcomes)
             journal.release_claims(
@@ -410,7 +426,7 @@ class Lane:
         self, step: _Step, reason: str, context: WorkingContext | None, duration_s: float
     ) -> None:
         activation = step.activation
-        with self.runtime.engine.begin() as connection:
+        with self._transaction() as connection:
             fence(connection, activation.delegate_id, activation.epoch)
             journal.release_claims(
                 connection,
@@ -433,7 +449,7 @@ class Lane:
     ) -> None:
         activation = step.activation
         duration_s = time.monotonic() - started
-        with self.runtime.engine.begin() as connection:
+        with self._transaction() as connection:
             fence(connection, activation.delegate_id, activation.epoch)
             retrying, dead = journal.fail_claims(
                 connection,
@@ -525,9 +541,9 @@ class Lane:
     def _after_release(self, delegate_id: str, reschedule: float | None) -> None:
         """A signal or user turn that arrived between the last check and the release would
         otherwise wait for the sweeper: look once more and enqueue a fresh activate."""
-        with self.runtime.engine.connect() as connection:
-            window = journal.due_window(connection, delegate_id)
-        if window.count or window.user_turn_waiting:
+        with self.runtime.engine.connect() as connection, connection.begin():
+            pending = journal.has_work(connection, delegate_id)
+        if pending:
             reschedule = 0.0 if reschedule is None else min(reschedule, MAX_COUNTDOWN_S)
         if reschedule is None:
             return
