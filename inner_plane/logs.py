@@ -97,3 +97,10 @@ def signal_fields(
         "priority": priority,
         "delegate": delegate,
     }
+
+
+def of_signal(signal: Any) -> dict[str, Any]:
+    """The stable fields of a journaled signal (anything with the Signal attributes)."""
+    return signal_fields(
+        signal.id, signal.kind, signal.source, signal.mode, signal.priority, signal.delegate_id
+    )

@@ -179,16 +179,7 @@ def retry_signal(signal_id: Annotated[str, typer.Argument(metavar="ID")]) -> Non
     from inner_plane import logs
     from inner_plane.attention.wakes import schedule_wake
 
-    logs.emit(
-        "retried",
-        id=signal.id,
-        kind=signal.kind,
-        source=signal.source,
-        mode=signal.mode,
-        priority=signal.priority,
-        delegate=signal.delegate_id,
-        reason="operator retry",
-    )
+    logs.emit("retried", **logs.of_signal(signal), reason="operator retry")
     if signal.mode.value in ("wake", "interrupt"):
         schedule_wake(runtime(), signal.delegate_id, urgent=True)
     typer.echo(f"retrying {signal.id}: state pending, attempts 0")

@@ -81,9 +81,7 @@ def holder_name() -> str:
 
 
 def _signal_fields(signal: Signal) -> dict[str, Any]:
-    return logs.signal_fields(
-        signal.id, signal.kind, signal.source, signal.mode, signal.priority, signal.delegate_id
-    )
+    return logs.of_signal(signal)
 
 
 def _activation_fields(activation: Activation) -> dict[str, Any]:

@@ -29,15 +29,7 @@ def sweep(runtime: Runtime) -> SweepReport:
     report = SweepReport()
     for signal in journal.expire_all():
         report.expired += 1
-        logs.emit(
-            "expired",
-            id=signal.id,
-            kind=signal.kind,
-            source=signal.source,
-            mode=signal.mode,
-            priority=signal.priority,
-            delegate=signal.delegate_id,
-        )
+        logs.emit("expired", **logs.of_signal(signal))
     report.recovered = journal.delegates_to_recover()
     wake = set(report.recovered) | set(journal.delegates_to_wake())
     for delegate_id in sorted(wake):
