@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -102,20 +102,31 @@ _INSERT_MANY = (
 )
 
 
+class _NoJsonForm(Exception):
+    """A value the JSON form cannot carry exactly; the batch takes the row-by-row statement."""
+
+
 def _json_default(value: object) -> str:
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, datetime):
-        return value.isoformat()
+        # In UTC: PostgreSQL refuses offsets beyond +-15:59 that Python allows (+18:42).
+        try:
+            return value.astimezone(UTC).isoformat()
+        except OverflowError:  # within a day of year 1 or 9999: no Python UTC form
+            raise _NoJsonForm from None
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _rows_json(rows: Sequence[dict[str, Any]]) -> str:
-    return json.dumps(
-        [{key: row[key] for key in ROW_KEYS} for row in rows],
-        default=_json_default,
-        separators=(",", ":"),
-    )
+def _rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
+    try:
+        return json.dumps(
+            [{key: row[key] for key in ROW_KEYS} for row in rows],
+            default=_json_default,
+            separators=(",", ":"),
+        )
+    except _NoJsonForm:
+        return None
 
 
 def _to_signal(row: Any) -> Signal:
@@ -138,10 +149,13 @@ class SignalJournal:
         # Either form is one statement, atomic and committed when it returns: in autocommit it
         # takes one round trip instead of three (BEGIN, INSERT, COMMIT), the publish hot path.
         with self._single_statement() as connection:
-            if len(rows) == 1:
+            packed = None if len(rows) == 1 else _rows_json(rows)
+            if packed is not None:
+                result = connection.execute(_INSERT_MANY, {"rows": packed})
+            elif len(rows) == 1:
                 result = connection.execute(_INSERT, rows[0])
             else:
-                result = connection.execute(_INSERT_MANY, {"rows": _rows_json(rows)})
+                result = connection.execute(_INSERT, list(rows))
             return {row[0] for row in result}
 
     def _single_statement(self) -> Connection:

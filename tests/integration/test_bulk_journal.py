@@ -119,3 +119,41 @@ def test_bulk_dedup_fast_path_marks_and_confirms(runtime: Runtime) -> None:
     assert all(r.deduplicated for r in again)
     assert [r.id for r in again] == [r.id for r in results[:4]]
     assert runtime.signals.count() == 5
+
+
+def test_bulk_accepts_every_timestamp_the_single_insert_accepts(runtime: Runtime) -> None:
+    # Python allows offsets PostgreSQL refuses as text (beyond +-15:59), and years near 1.
+    stamps = [
+        datetime(6695, 8, 29, 15, 12, 22, tzinfo=timezone(timedelta(hours=18, minutes=42))),
+        datetime(59, 8, 15, 23, 34, 11, 817000, tzinfo=UTC),
+        datetime(1, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=-20))),
+        datetime(9999, 12, 31, 1, 0, tzinfo=timezone(timedelta(hours=5))),
+    ]
+    batch = [
+        {"kind": "task.completed", "source": "fuzz", "occurred_at": stamp, "expires_at": stamp}
+        for stamp in stamps
+    ]
+    results = publish_many(batch)
+    for stamp, result in zip(stamps, results, strict=True):
+        stored = runtime.signals.get(result.id)
+        assert stored is not None
+        assert stored.occurred_at == stamp and stored.expires_at == stamp
+
+
+def test_bulk_with_a_timestamp_that_has_no_python_utc_form(runtime: Runtime) -> None:
+    # 0001-01-01 02:00+05:00 is 1 BC in UTC: the batch falls back to the row-by-row statement,
+    # which stores it exactly as the single insert does.
+    early = datetime(1, 1, 1, 2, 0, tzinfo=timezone(timedelta(hours=5)))
+    results = publish_many(
+        [
+            {"kind": "task.completed", "source": "fuzz", "occurred_at": early},
+            {"kind": "task.completed", "source": "fuzz"},
+        ]
+    )
+    assert runtime.signals.count() == 2
+    with runtime.engine.connect() as connection:
+        stored = connection.execute(
+            text("SELECT (occurred_at AT TIME ZONE 'UTC')::text FROM signals WHERE id = :id"),
+            {"id": results[0].id},
+        ).scalar_one()
+    assert stored == "0001-12-31 21:00:00 BC"
