@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import statistics
 import sys
@@ -35,12 +36,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Run as a script, bench/ would come first on sys.path and its modules would shadow the standard
+# library (bench/http.py is `http`): import from the repository root instead.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 # Own embedded servers, apart from the test runs (the name is covered by .gitignore).
 os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-test-bench-publish"))
 
 import psycopg  # noqa: E402
 
+from bench.baseline_tasks import INSERT_SQL, row_params  # noqa: E402
 from inner_plane import celery_bridge, logs  # noqa: E402
 from inner_plane.config import Settings, build_settings  # noqa: E402
 from inner_plane.journal.database import libpq_url  # noqa: E402
@@ -52,12 +57,9 @@ from inner_plane.signals.model import derive_signal_id  # noqa: E402
 from tests.support.processes import ChildProcess  # noqa: E402
 from tests.support.stores import start_stores, truncate_all  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "bench"))
-from baseline_tasks import INSERT_SQL, row_params  # noqa: E402
-
 QUICK = "--quick" in sys.argv
 ROUNDS = 3 if QUICK else 5
-MESSAGES = 600 if QUICK else 1_500  # per one-signal-per-message measurement
+MESSAGES = 300 if QUICK else 800  # per one-signal-per-message measurement
 BULK_MESSAGES = 10 if QUICK else 20  # Celery messages of BULK_SIZE signals each
 BULK_SIZE = 1_000
 DIRECT_BATCHES = 10 if QUICK else 20  # in-process batches of BULK_SIZE
@@ -84,6 +86,18 @@ def signals(tag: str, count: int) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+TASK_DONE = re.compile(r"Task (\S+?)\[[0-9a-f-]+\] succeeded in ([0-9.e-]+)s")
+
+
+def task_runtimes(log: str) -> dict[str, list[float]]:
+    """Milliseconds each one-signal task ran in a pool process, from the worker's own log."""
+    found: dict[str, list[float]] = {}
+    for task, seconds in TASK_DONE.findall(log):
+        if task in (celery_bridge.PUBLISH_TASK, "bench.insert_one", "bench.noop"):
+            found.setdefault(task, []).append(float(seconds) * 1000)
+    return found
 
 
 def pct(values: list[float], q: float) -> float:
@@ -134,15 +148,14 @@ class Bench:
 
     # -- measurements (each returns signals per second) -----------------------------------------
 
-    def celery_per_message(self, task: str, tag: str, journals: bool) -> float:
+    def celery_per_message(self, task: str, tag: str, journals: bool, count: int) -> float:
         self.reset()
-        payloads = signals(tag, MESSAGES)
-        self.enqueue(task, payloads)
-        done = self.journaled(MESSAGES) if journals else self.drained
+        self.enqueue(task, signals(tag, count))
+        done = self.journaled(count) if journals else self.drained
         elapsed = self.timed_drain(done)
-        if journals and self.runtime.signals.count() != MESSAGES:
-            raise SystemExit(f"{task}: expected {MESSAGES} rows")
-        return MESSAGES / elapsed
+        if journals and self.runtime.signals.count() != count:
+            raise SystemExit(f"{task}: expected {count} rows")
+        return count / elapsed
 
     def celery_bulk(self, tag: str) -> float:
         self.reset()
@@ -201,8 +214,8 @@ def main() -> None:
     # The production worker command line (`inner-plane worker signals -c 2`) plus the bench-only
     # tasks.
     command = celery_command("signals", settings, concurrency=2)
-    command += ["--include", "baseline_tasks", "--without-mingle", "--without-gossip"]
-    env = stores.env(PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "bench")]))
+    command += ["--include", "bench.baseline_tasks", "--without-mingle", "--without-gossip"]
+    env = stores.env(PYTHONPATH=str(ROOT))
     worker = ChildProcess("bench-worker", command, env, log_dir).start()
     try:
         worker.wait_for(" ready.", 60)
@@ -229,14 +242,17 @@ def run(bench: Bench) -> None:
     )
     for round_no in range(ROUNDS + 1):
         tag = uuid.uuid4().hex[:8]
+        count = MESSAGES if round_no else MESSAGES // 4  # a short warm-up
         sample = {
-            "raw_noop": bench.celery_per_message("bench.noop", f"{tag}r", journals=False),
-            "ingest": bench.celery_per_message(celery_bridge.PUBLISH_TASK, f"{tag}i", True),
-            "baseline_insert": bench.celery_per_message("bench.insert_one", f"{tag}b", True),
+            "raw_noop": bench.celery_per_message("bench.noop", f"{tag}r", False, count),
+            "ingest": bench.celery_per_message(celery_bridge.PUBLISH_TASK, f"{tag}i", True, count),
+            "baseline_insert": bench.celery_per_message("bench.insert_one", f"{tag}b", True, count),
             "bulk_celery": bench.celery_bulk(f"{tag}c"),
             "bulk_direct": bench.direct_bulk(f"{tag}d", direct_ms if round_no else []),
             "executemany": bench.executemany(f"{tag}e", executemany_ms if round_no else []),
         }
+        if round_no == 0:
+            measured_from = len(bench.worker.output())  # task runtimes: measured rounds only
         label = "warm-up" if round_no == 0 else f"round {round_no}"
         print(f"  {label:>8}: " + "  ".join(f"{k}={v:,.0f}/s" for k, v in sample.items()))
         if round_no:
@@ -271,6 +287,12 @@ def run(bench: Bench) -> None:
         f"{statistics.median(direct_ms):.1f} ms p99 {pct(direct_ms, 0.99):.1f} ms; executemany "
         f"p50 {statistics.median(executemany_ms):.1f} ms p99 {pct(executemany_ms, 0.99):.1f} ms"
     )
+    runtimes = task_runtimes(bench.worker.output()[measured_from:])
+    for task, values in runtimes.items():
+        print(
+            f"worker runtime of one {task} task: p50 {statistics.median(values):.2f} ms "
+            f"p99 {pct(values, 0.99):.2f} ms (n={len(values)})"
+        )
     for key, value in ratios.items():
         target = targets.get(key)
         verdict = (
@@ -297,6 +319,10 @@ def run(bench: Bench) -> None:
     figures["bulk_direct_batch_ms_p99"] = round(pct(direct_ms, 0.99), 2)
     figures["executemany_batch_ms_p50"] = round(statistics.median(executemany_ms), 2)
     figures["executemany_batch_ms_p99"] = round(pct(executemany_ms, 0.99), 2)
+    for task, values in runtimes.items():
+        short = task.rsplit(".", 1)[1]
+        figures[f"task_{short}_ms_p50"] = round(statistics.median(values), 3)
+        figures[f"task_{short}_ms_p99"] = round(pct(values, 0.99), 3)
     figures.update({key: round(value, 3) for key, value in ratios.items()})
     print(json.dumps(figures))
 
