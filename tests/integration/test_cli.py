@@ -45,13 +45,12 @@ def one_error_line(result: Result) -> str:
 PUBLISH = ("publish", "--kind", "task.completed", "--source", "copilot")
 
 
-def publish_args(**options: str) -> list[str]:
-    """`publish` with valid --kind/--source, overridden by options (None-free)."""
-    base = {"--kind": "task.completed", "--source": "copilot", "--direct": ""}
-    base.update({f"--{k.replace('_', '-')}": v for k, v in options.items()})
-    args = ["publish"]
-    for flag, value in base.items():
-        args += [flag] if value == "" and flag == "--direct" else [flag, value]
+def publish_args(direct: bool, **options: str) -> list[str]:
+    """`publish` with a valid --kind and --source unless overridden by options."""
+    values = {"kind": "task.completed", "source": "copilot", **options}
+    args = ["publish", *(["--direct"] if direct else [])]
+    for name, value in values.items():
+        args += [f"--{name.replace('_', '-')}", value]
     return args
 
 
@@ -139,10 +138,7 @@ def test_bad_input_exits_2_with_one_line_and_stores_nothing(
     message: str,
     direct: bool,
 ) -> None:
-    args = publish_args(**options)
-    if not direct:
-        args.remove("--direct")
-    result = run(cli, *args)
+    result = run(cli, *publish_args(direct, **options))
     assert result.exit_code == 2
     assert one_error_line(result).startswith(message)
     assert result.stdout == ""
@@ -151,7 +147,7 @@ def test_bad_input_exits_2_with_one_line_and_stores_nothing(
 
 
 def test_validation_rejections_are_logged(cli: CliRunner, runtime: Runtime, context_log) -> None:
-    result = run(cli, *publish_args(mode="urgent", source="ci"))
+    result = run(cli, *publish_args(True, mode="urgent", source="ci"))
     assert result.exit_code == 2
     [line] = context_log.lines("rejected")
     assert "field=mode" in line and "source=ci" in line and "via=cli" in line
