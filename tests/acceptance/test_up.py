@@ -95,8 +95,11 @@ def test_up_runs_the_plane_and_stops_everything_on_ctrl_c(
         INNER_PLANE_DATA_DIR=str(data_dir),
         INNER_PLANE_FLOWER_PORT=str(flower_port),
         INNER_PLANE_API_PORT=str(api_port),
+        # What docker-compose.yml and deploy/ set: Flower reads its options from FLOWER_*.
+        FLOWER_BASIC_AUTH="ops:s3cret",
         PYTHONUNBUFFERED="1",
     )
+    env.pop("FLOWER_UNAUTHENTICATED_API", None)
     up = ChildProcess("up", [sys.executable, "-m", "inner_plane", "up"], env, tmp_path)
     children.append(up.start())
 
@@ -112,16 +115,21 @@ def test_up_runs_the_plane_and_stops_everything_on_ctrl_c(
     assert "queue 'signals'" in output
     assert f"http://127.0.0.1:{flower_port}/" in output
 
-    # Flower answers where `up` said it would.
+    # Flower answers where `up` said it would, behind basic auth (deploy/flower.md).
+    flower = f"http://127.0.0.1:{flower_port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            assert httpx.get(f"http://127.0.0.1:{flower_port}/healthcheck", timeout=2).text == "OK"
+            assert httpx.get(f"{flower}/healthcheck", timeout=2).text == "OK"
             break
         except (httpx.HTTPError, AssertionError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
+    assert httpx.get(f"{flower}/workers", timeout=5).status_code == 401
+    assert httpx.get(f"{flower}/api/workers", timeout=5).status_code == 401
+    authorized = httpx.get(f"{flower}/workers", auth=("ops", "s3cret"), timeout=10)
+    assert authorized.status_code == 200
 
     # Remember every server process before stopping, to prove none is left behind.
     redis_pid = json.loads((data_dir / "redis" / "server.json").read_text())["pid"]
