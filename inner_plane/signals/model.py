@@ -81,6 +81,20 @@ Kind = Annotated[str, AfterValidator(_kind)]
 Identifier = Annotated[str, AfterValidator(_identifier)]
 
 
+# PostgreSQL text and jsonb cannot hold U+0000; refuse it here rather than fail at the insert.
+_NUL = "must not contain NUL (U+0000) characters"
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def derive_signal_id(delegate_id: str, source: str, dedup_key: str) -> uuid.UUID:
     """Stable id for a deduplicated signal: a re-sent callback gets the same id everywhere."""
     return uuid.uuid5(SIGNAL_ID_NAMESPACE, f"{delegate_id}/{source}/{dedup_key}")
@@ -122,11 +136,22 @@ class SignalDraft(BaseModel):
     @classmethod
     def _data_size(cls, value: dict[str, Any]) -> dict[str, Any]:
         try:
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+            # allow_nan=False: NaN and Infinity are not JSON, and PostgreSQL's jsonb refuses them.
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            size = len(text.encode())
         except (TypeError, ValueError) as error:
             raise ValueError(f"must be JSON-serialisable ({error})") from None
+        if "\\u0000" in text and _has_nul(value):  # the text test is cheap; the walk is exact
+            raise ValueError(_NUL)
         if size > MAX_DATA_BYTES:
             raise ValueError(f"is {size} bytes serialized; the limit is {MAX_DATA_BYTES}")
+        return value
+
+    @field_validator("dedup_key")
+    @classmethod
+    def _dedup_key(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError(_NUL)
         return value
 
     @field_validator("occurred_at", "available_at", "expires_at")

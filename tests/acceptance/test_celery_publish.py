@@ -158,6 +158,16 @@ BAD_SIGNALS = [
         id="oversized-data",
     ),
     pytest.param(
+        {"kind": "task.completed", "source": "copilot", "data": {"note": "a\x00b"}},
+        'field=data reason="must not contain NUL (U+0000) characters"',
+        id="nul-in-data",
+    ),
+    pytest.param(
+        {"kind": "task.completed", "source": "copilot", "dedup_key": "k\x00"},
+        'field=dedup_key reason="must not contain NUL (U+0000) characters"',
+        id="nul-in-dedup-key",
+    ),
+    pytest.param(
         {"kind": "task.completed", "source": "my source"},
         'field=source reason="must be 1 to 128 characters',
         id="malformed-source",

@@ -80,6 +80,16 @@ BAD_INPUT = [
         f"data: is {len(BIG)} bytes serialized; the limit is {MAX_DATA_BYTES}",
         id="oversized-data",
     ),
+    pytest.param(
+        {"data": '{"x": NaN}'},
+        "data: must be JSON-serialisable (Out of range float values are not JSON compliant",
+        id="data-nan",
+    ),
+    pytest.param(
+        {"data": '{"x": "a\\u0000b"}'},
+        "data: must not contain NUL (U+0000) characters",
+        id="data-nul",
+    ),
     pytest.param({"data": "[1, 2]"}, "--data: must be a JSON object, not list", id="data-list"),
     pytest.param({"data": '"text"'}, "--data: must be a JSON object, not str", id="data-string"),
     pytest.param({"data": "null"}, "--data: must be a JSON object, not NoneType", id="data-null"),

@@ -254,3 +254,44 @@ def test_drafts_are_immutable() -> None:
     signal = draft()
     with pytest.raises(ValueError):
         signal.kind = "task.failed"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"x": float("nan")},
+        {"x": [1.0, float("inf")]},
+        {"nested": {"x": float("-inf")}},
+    ],
+)
+def test_data_must_be_strict_json(data: dict[str, Any]) -> None:
+    # NaN and Infinity are not JSON; PostgreSQL's jsonb refuses them at the insert.
+    error = rejected(data=data)
+    assert error.field == "data"
+    assert "must be JSON-serialisable (Out of range float values are not JSON compliant" in (
+        error.reason
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"x": "a\x00b"}, {"a\x00": 1}, {"list": ["ok", "\x00"]}, {"deep": {"deeper": ["\x00"]}}],
+)
+def test_nul_characters_in_data_are_rejected(data: dict[str, Any]) -> None:
+    error = rejected(data=data)
+    assert (error.field, error.reason) == ("data", "must not contain NUL (U+0000) characters")
+
+
+def test_escaped_looking_text_is_not_a_nul() -> None:
+    # A literal backslash followed by "u0000" is ordinary text.
+    assert draft(data={"x": "\\u0000"}).data == {"x": "\\u0000"}
+
+
+def test_nul_in_dedup_key_is_rejected() -> None:
+    error = rejected(dedup_key="task-1\x00")
+    assert (error.field, error.reason) == ("dedup_key", "must not contain NUL (U+0000) characters")
+
+
+def test_lone_surrogates_in_data_are_rejected() -> None:
+    error = rejected(data={"x": "\ud800"})
+    assert error.field == "data" and "must be JSON-serialisable" in error.reason
