@@ -51,9 +51,7 @@ BUILTIN_KINDS: tuple[KindPolicy, ...] = (
     KindPolicy("memory.override", Mode.WAKE, 55),
     KindPolicy("memory.recalled", Mode.AMBIENT, 10),
     KindPolicy("task.completed", Mode.WAKE, 50, dedup_key_template="{task_id}:completed"),
-    KindPolicy(
-        "task.input_required", Mode.WAKE, 70, dedup_key_template="{task_id}:input_required"
-    ),
+    KindPolicy("task.input_required", Mode.WAKE, 70, dedup_key_template="{task_id}:input_required"),
     KindPolicy("task.failed", Mode.WAKE, 65, dedup_key_template="{task_id}:failed"),
     KindPolicy("timer.due", Mode.WAKE, 50, dedup_key_template="timer:{timer}:{scheduled_for}"),
     KindPolicy("system.alert", Mode.INTERRUPT, 95, interrupt_permitted=True),
@@ -120,28 +118,39 @@ class KindRegistry:
             self.register(_policy_from_table(kind, table))
 
 
+_FIELD_TYPES: dict[str, type] = {
+    "priority": int,
+    "max_attempts": int,
+    "ambient_ttl_s": int,
+    "interrupt_permitted": bool,
+    "dedup_key_template": str,
+}
+
+
 def _policy_from_table(kind: str, table: dict[str, Any]) -> KindPolicy:
-    allowed = {
-        "mode",
-        "priority",
-        "max_attempts",
-        "ambient_ttl_s",
-        "interrupt_permitted",
-        "forced_mode",
-        "dedup_key_template",
-    }
+    allowed = {*_FIELD_TYPES, "mode", "forced_mode"}
     unknown = set(table) - allowed
     if unknown:
         raise ValueError(f"kind {kind!r}: unknown field(s) {sorted(unknown)}")
-    policy = KindPolicy(kind)
     values: dict[str, Any] = dict(table)
+    for field, expected in _FIELD_TYPES.items():
+        value = values.get(field)
+        # bool is an int in Python: refuse it where a number is meant, and vice versa.
+        if field in values and (
+            not isinstance(value, expected) or (expected is int and isinstance(value, bool))
+        ):
+            raise ValueError(f"kind {kind!r}: {field} must be {expected.__name__}, not {value!r}")
+    if values.get("ambient_ttl_s", 1) < 1:
+        raise ValueError(f"kind {kind!r}: ambient_ttl_s must be at least 1")
     for field in ("mode", "forced_mode"):
         if field in values:
             try:
                 values[field] = Mode(values[field])
             except ValueError:
-                raise ValueError(f"kind {kind!r}: {field} {values[field]!r} is not a mode") from None
-    return replace(policy, **values)
+                raise ValueError(
+                    f"kind {kind!r}: {field} {values[field]!r} is not a mode"
+                ) from None
+    return replace(KindPolicy(kind), **values)
 
 
 _default: KindRegistry | None = None

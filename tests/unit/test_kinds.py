@@ -179,6 +179,17 @@ interrupt_permitted = true
         ('[kinds."ops.x"]\npriority = 500\n', "kind 'ops.x': priority must be 0..100"),
         ('[kinds."ops.x"]\nmax_attempts = 0\n', "kind 'ops.x': max_attempts must be at least 1"),
         ('[kinds."opsx"]\nmode = "wake"\n', "kind 'opsx' is not namespaced"),
+        ('[kinds."ops.x"]\npriority = "high"\n', "kind 'ops.x': priority must be int, not 'high'"),
+        (
+            '[kinds."ops.x"]\nmax_attempts = "x"\n',
+            "kind 'ops.x': max_attempts must be int, not 'x'",
+        ),
+        ('[kinds."ops.x"]\npriority = true\n', "kind 'ops.x': priority must be int, not True"),
+        (
+            '[kinds."ops.x"]\ninterrupt_permitted = "yes"\n',
+            "kind 'ops.x': interrupt_permitted must be bool, not 'yes'",
+        ),
+        ('[kinds."ops.x"]\nambient_ttl_s = -5\n', "kind 'ops.x': ambient_ttl_s must be at least 1"),
     ],
 )
 def test_load_file_errors_name_kind_and_field(tmp_path: Path, text: str, message: str) -> None:
