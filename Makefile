@@ -1,6 +1,6 @@
 # The two commands: `make run` (the plane) and `make test` (lint, types, tests).
 VENV ?= .venv
-PYTHON ?= $(shell for p in python3.12 python3.11 python3; do command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' && command -v $$p && break; done)
+PYTHON ?= $(shell for p in python3.12 python3.11 python3; do command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && command -v $$p && break; done)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
