@@ -51,7 +51,11 @@ def get_engine(url: str, pool_size: int = 5) -> Engine:
                     sqlalchemy_url(url),
                     pool_size=pool_size,
                     max_overflow=pool_size,
-                    pool_pre_ping=True,
+                    # No pre-ping: it costs a round trip on every checkout (one per publish).
+                    # After a database restart the first statement on a dead connection fails,
+                    # SQLAlchemy invalidates the pool, and the caller's retry (Celery autoretry,
+                    # HTTP 503, the sweeper) succeeds. Recycle bounds a connection's lifetime.
+                    pool_recycle=1800,
                     # Requests wait at most this long for a pooled connection, then fail loudly.
                     pool_timeout=10,
                     connect_args={"connect_timeout": 5, "application_name": "inner-plane"},
