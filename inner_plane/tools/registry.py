@@ -101,8 +101,9 @@ def build_registry(runtime: Runtime, extra: Iterable[ToolFactory] = ()) -> ToolR
     """The plane's tools, then entry-point tools, then INNER_PLANE_TOOLS, then ``extra``."""
     from inner_plane.tools.journal_tool import journal_tool
     from inner_plane.tools.settle import settle_tool
+    from inner_plane.tools.timers_tool import timer_tools
 
-    registry = ToolRegistry([settle_tool(), journal_tool()])
+    registry = ToolRegistry([settle_tool(), journal_tool(), *timer_tools()])
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         registry.add_from(runtime, entry.load())
     for reference in filter(None, (part.strip() for part in runtime.settings.tools.split(","))):

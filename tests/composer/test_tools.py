@@ -29,7 +29,14 @@ def _with_tools(runtime: Runtime, tools: str) -> Runtime:
 
 def test_registry_holds_plane_tools_and_configured_ones(runtime: Runtime) -> None:
     registry = build_registry(_with_tools(runtime, "tests.composer.extra_tools:make"))
-    assert registry.names() == ["settle_signal", "describe_background_activity", "send_email"]
+    assert registry.names() == [
+        "settle_signal",
+        "describe_background_activity",
+        "set_timer",
+        "cancel_timer",
+        "list_timers",
+        "send_email",
+    ]
     journal = registry.get("describe_background_activity")
     assert journal is not None and journal.read_only
 
@@ -107,3 +114,30 @@ def test_journal_tool_describes_recent_consolidation_runs(runtime: Runtime) -> N
     assert everything["returned"] == 3  # the other delegate's timer is not this delegate's
     with pytest.raises(ToolError):
         tool.handler({"since_hours": -1}, context)
+
+
+def test_timer_tools_remind_me_at_five_for_the_activations_delegate(runtime: Runtime) -> None:
+    due = publish(kind="task.completed", source="copilot", delegate_id="alice")
+    activation = activation_for(runtime, [due.id])
+    registry = build_registry(runtime)
+    context = ToolContext(runtime, activation, frozenset(), RecordingGuard(activation.id), 0)
+    set_timer, list_timers, cancel = (
+        registry.get("set_timer"),
+        registry.get("list_timers"),
+        registry.get("cancel_timer"),
+    )
+    assert set_timer is not None and list_timers is not None and cancel is not None
+
+    made = set_timer.handler(
+        {"purpose": "call mum", "at": "2099-01-01T17:00", "timezone": "Europe/Berlin"}, context
+    )
+    assert made["delegate_id"] == activation.delegate_id and made["purpose"] == "call mum"
+    listed = list_timers.handler({}, context)
+    assert [t["name"] for t in listed if t.get("purpose") == "call mum"] == [made["name"]]
+
+    with pytest.raises(ToolError):
+        set_timer.handler({"purpose": "x", "at": "tomorrow-ish"}, context)
+    with pytest.raises(ToolError):
+        set_timer.handler({"purpose": "x", "colour": "red"}, context)
+    cancel.handler({"name": made["name"]}, context)
+    assert [t for t in list_timers.handler({}, context) if t.get("purpose") == "call mum"] == []
