@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -24,38 +26,67 @@ _CHECK = text(
 )
 
 
+IDLE_EXIT_S = 60.0
+
+
+@dataclass
+class _Holding:
+    delegate_id: str
+    epoch: int
+    lock: Any | None
+    lost: threading.Event = field(default_factory=threading.Event)
+
+
 class Heartbeat:
     """Renews the lease (and the Redis lock) in the background while the agent works, so a
-    long model call does not let the lease lapse. A failed renewal means the lease was lost."""
+    long model call does not let the lease lapse. A failed renewal means the lease was lost.
 
-    def __init__(
-        self, runtime: Runtime, delegate_id: str, epoch: int, lock: Any | None = None
-    ) -> None:
+    One thread per lane, idle between runs: starting a thread for every activation cost more
+    than the rest of the bookkeeping."""
+
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.delegate_id = delegate_id
-        self.epoch = epoch
-        self.lock = lock
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
+        self._holding: _Holding | None = None
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread.start()
+    def begin(self, delegate_id: str, epoch: int, lock: Any | None = None) -> threading.Event:
+        """Start renewing this lease; returns the event set if the lease is lost."""
+        holding = _Holding(delegate_id, epoch, lock)
+        with self._wake:
+            self._holding = holding
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="lease-heartbeat", daemon=True
+                )
+                self._thread.start()
+            self._wake.notify()
+        return holding.lost
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    def end(self) -> None:
+        with self._wake:
+            self._holding = None
 
     def _run(self) -> None:
         settings = self.runtime.settings
         leases = Leases(self.runtime.engine)
-        while not self._stop.wait(settings.heartbeat_s):
-            try:
-                if not leases.renew(self.delegate_id, self.epoch, settings.lease_ttl_s):
-                    self.lost.set()
+        idle_since = time.monotonic()
+        while True:
+            with self._wake:
+                self._wake.wait(settings.heartbeat_s)
+                holding = self._holding
+                if holding is None and time.monotonic() - idle_since > IDLE_EXIT_S:
+                    self._thread = None  # begin() starts a fresh one when needed
                     return
-                if self.lock is not None:
-                    self.lock.extend(settings.lease_ttl_s, replace_ttl=True)
+            if holding is None or holding.lost.is_set():
+                continue
+            idle_since = time.monotonic()
+            try:
+                if not leases.renew(holding.delegate_id, holding.epoch, settings.lease_ttl_s):
+                    holding.lost.set()
+                    continue
+                if holding.lock is not None:
+                    holding.lock.extend(settings.lease_ttl_s, replace_ttl=True)
             except Exception:  # a blip: the next beat retries; the fence still decides
                 continue
 
@@ -70,17 +101,17 @@ class LaneGuard:
         epoch: int,
         activation_id: str,
         trigger: Trigger,
-        heartbeat: Heartbeat,
+        lease_lost: threading.Event,
     ) -> None:
         self.transaction = transaction
         self.delegate_id = delegate_id
         self.epoch = epoch
         self.activation_id = activation_id
         self.trigger = trigger
-        self.heartbeat = heartbeat
+        self.lease_lost = lease_lost
 
     def safe_point(self) -> None:
-        if self.heartbeat.lost.is_set():
+        if self.lease_lost.is_set():
             raise LeaseLost(self.delegate_id, self.epoch, None)
         with self.transaction() as connection:
             epoch, turn_waiting, interrupt_waiting = connection.execute(

@@ -114,6 +114,7 @@ class Lane:
         self.holder = holder or holder_name()
         self.leases = Leases(runtime.engine)
         self._connection: Connection | None = None
+        self.heartbeat = Heartbeat(runtime)
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -131,19 +132,18 @@ class Lane:
                 logs.emit("deferred", delegate=delegate_id, reason="busy: lease held")
                 return outcome
             epoch, left_behind = taken
-            heartbeat = Heartbeat(self.runtime, delegate_id, epoch, lock or None)
-            heartbeat.start()
+            lease_lost = self.heartbeat.begin(delegate_id, epoch, lock or None)
             reschedule: float | None = None
             self._connection = self.runtime.engine.connect()
             try:
                 if left_behind:
                     self._recover(delegate_id, epoch)
-                reschedule = self._drain(delegate_id, epoch, reason, heartbeat, outcome)
+                reschedule = self._drain(delegate_id, epoch, reason, lease_lost, outcome)
             except LeaseLost as error:
                 outcome.lease_lost = True
                 logs.emit("lease_lost", delegate=delegate_id, epoch=epoch, reason=str(error))
             finally:
-                heartbeat.stop()
+                self.heartbeat.end()
                 connection, self._connection = self._connection, None
                 connection.close()
                 if not outcome.lease_lost:
@@ -194,7 +194,7 @@ class Lane:
         delegate_id: str,
         epoch: int,
         reason: str,
-        heartbeat: Heartbeat,
+        lease_lost: threading.Event,
         outcome: LaneOutcome,
     ) -> float | None:
         """Run activations until nothing is due; return a delay after which to look again."""
@@ -210,7 +210,7 @@ class Lane:
             if step_or_wait.turn_id is None:
                 first = False  # later background batches of this run are drains
             outcome.activations.append(step_or_wait.activation.id)
-            self._run_activation(step_or_wait, heartbeat)
+            self._run_activation(step_or_wait, lease_lost)
 
     def _next_step(
         self, delegate_id: str, epoch: int, reason: str, first: bool
@@ -327,7 +327,7 @@ class Lane:
 
     # --- one activation -------------------------------------------------------------------
 
-    def _run_activation(self, step: _Step, heartbeat: Heartbeat) -> None:
+    def _run_activation(self, step: _Step, lease_lost: threading.Event) -> None:
         activation = step.activation
         guard = LaneGuard(
             self._transaction,
@@ -335,7 +335,7 @@ class Lane:
             activation.epoch,
             str(activation.id),
             activation.trigger,
-            heartbeat,
+            lease_lost,
         )
         started = time.monotonic()
         context: WorkingContext | None = None
