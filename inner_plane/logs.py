@@ -10,6 +10,7 @@ import json
 import re
 import sys
 import threading
+from collections.abc import Iterable
 from datetime import datetime
 from enum import Enum
 from typing import IO, Any
@@ -75,20 +76,75 @@ def format_line(fields: dict[str, Any], log_format: str) -> str:
     return f"{TAG} {body}"
 
 
-def emit(event: str, **fields: Any) -> dict[str, Any]:
-    """Write one line: the stable fields first, in order, then the rest."""
+def _ordered(event: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The stable fields first, in order, then the rest; values made plain."""
     ordered: dict[str, Any] = {"event": event}
     for key in STABLE_FIELDS[1:]:
         if key in fields:
-            ordered[key] = _plain(fields.pop(key))
+            ordered[key] = _plain(fields[key])
     for key, value in fields.items():
-        ordered[key] = _plain(value)
-    line = format_line(ordered, _current_format())
+        if key not in ordered:
+            ordered[key] = _plain(value)
+    return ordered
+
+
+def _logfmt_text(value: Any) -> str:
+    """``_logfmt_value(_plain(value))`` with the common types decided by one type test: the
+    fields of every line of every batch pass through here."""
+    cls = value.__class__
+    if cls is str:
+        text: str = value
+        if text and not _NEEDS_QUOTES.search(text):
+            return text
+        return json.dumps(text, ensure_ascii=False)
+    if cls is UUID or cls is int or cls is bool:
+        return str(value)  # hex digits and dashes, digits, True/False: never quoted
+    if value is None:
+        return ""
+    if isinstance(value, Enum) and value.value.__class__ is str:
+        return _logfmt_text(value.value)
+    return _logfmt_value(_plain(value))
+
+
+def _line(event: str, fields: dict[str, Any], log_format: str) -> str:
+    if log_format == "json":
+        return format_line(_ordered(event, fields), log_format)
+    parts = [TAG, f"event={_logfmt_text(event)}"]
+    for key in _STABLE_REST:
+        if key in fields:
+            parts.append(f"{key}={_logfmt_text(fields[key])}")
+    for key, value in fields.items():
+        if key not in _STABLE_SET:
+            parts.append(f"{key}={_logfmt_text(value)}")
+    return " ".join(parts)
+
+
+_STABLE_REST = STABLE_FIELDS[1:]
+_STABLE_SET = frozenset(STABLE_FIELDS)
+
+
+def _write(text: str) -> None:
     stream = _stream or sys.__stderr__ or sys.stderr
     with _lock:
-        stream.write(line + "\n")
+        stream.write(text)
         stream.flush()
+
+
+def emit(event: str, **fields: Any) -> dict[str, Any]:
+    """Write one line: the stable fields first, in order, then the rest."""
+    ordered = _ordered(event, fields)
+    _write(format_line(ordered, _current_format()) + "\n")
     return ordered
+
+
+def emit_many(entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """Write one line per ``(event, fields)``, exactly as :func:`emit` would, with one write and
+    one flush for all of them (a batch of publications)."""
+    log_format = _current_format()
+    lines = [_line(event, fields, log_format) for event, fields in entries]
+    if lines:
+        lines.append("")
+        _write("\n".join(lines))
 
 
 def signal_fields(

@@ -17,7 +17,7 @@ import redis
 
 from inner_plane import logs, redis_keys
 from inner_plane.runtime import Runtime, get_runtime
-from inner_plane.signals.kinds import KindRegistry, Resolution
+from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import (
     Mode,
     PublishResult,
@@ -39,50 +39,83 @@ def on_published(callback: AfterPublish) -> AfterPublish:
 
 
 class _Prepared:
-    __slots__ = ("draft", "resolution", "row", "signal_id")
+    """One draft with its stable identity and the kind's policy applied, and its journal row.
 
-    def __init__(self, draft: SignalDraft, resolution: Resolution) -> None:
+    Built once per signal on the hot path: the draft is not copied (the derived dedup key and
+    id live here) and the kind's policy is looked up once."""
+
+    __slots__ = ("dedup_key", "downgraded", "draft", "mode", "priority", "row", "signal_id")
+
+    def __init__(self, draft: SignalDraft, registry: KindRegistry, now: datetime) -> None:
         self.draft = draft
-        self.resolution = resolution
-        self.signal_id: uuid.UUID = draft.id or uuid.uuid4()
+        policy = registry.policy_or_default(draft.kind, draft.mode)
+        dedup_key = draft.dedup_key
+        signal_id = draft.id
+        if dedup_key is None and policy.dedup_key_template is not None:
+            dedup_key = _templated_key(policy.dedup_key_template, draft.data)
+            if dedup_key is not None:
+                signal_id = derive_signal_id(draft.delegate_id, draft.source, dedup_key)
+        if signal_id is None:
+            signal_id = uuid.uuid4()
+        mode, priority, expires_at, downgraded = settle(
+            policy, draft.mode, draft.priority, draft.expires_at, now
+        )
+        self.signal_id: uuid.UUID = signal_id
+        self.dedup_key = dedup_key
+        self.mode = mode
+        self.priority = priority
+        self.downgraded = downgraded
         self.row: dict[str, Any] = {
-            "id": self.signal_id,
+            "id": signal_id,
             "delegate_id": draft.delegate_id,
             "kind": draft.kind,
             "source": draft.source,
-            "mode": resolution.mode.value,
+            "mode": mode.value,
             "requested_mode": None if draft.mode is None else draft.mode.value,
-            "priority": resolution.priority,
+            "priority": priority,
             "data": draft.data,
             "trust": draft.trust.value,
-            "dedup_key": resolution.dedup_key,
-            "max_attempts": resolution.max_attempts,
+            "dedup_key": dedup_key,
+            "max_attempts": policy.max_attempts,
             "caused_by": draft.caused_by,
             "occurred_at": draft.occurred_at,
             "available_at": draft.available_at,
-            "expires_at": resolution.expires_at,
+            "expires_at": expires_at,
         }
 
     def result(self, deduplicated: bool) -> PublishResult:
+        draft = self.draft
         return PublishResult(
             id=self.signal_id,
             deduplicated=deduplicated,
-            kind=self.draft.kind,
-            source=self.draft.source,
-            mode=self.resolution.mode,
-            priority=self.resolution.priority,
-            delegate_id=self.draft.delegate_id,
+            kind=draft.kind,
+            source=draft.source,
+            mode=self.mode,
+            priority=self.priority,
+            delegate_id=draft.delegate_id,
         )
 
-    def log_fields(self) -> dict[str, Any]:
-        return logs.signal_fields(
-            self.signal_id,
-            self.draft.kind,
-            self.draft.source,
-            self.resolution.mode,
-            self.resolution.priority,
-            self.draft.delegate_id,
-        )
+    def log_fields(self, **more: Any) -> dict[str, Any]:
+        draft = self.draft
+        return {
+            "id": self.signal_id,
+            "kind": draft.kind,
+            "source": draft.source,
+            "mode": self.mode,
+            "priority": self.priority,
+            "delegate": draft.delegate_id,
+            **more,
+        }
+
+
+def _templated_key(template: str, data: dict[str, Any]) -> str | None:
+    """The dedup key a kind's template makes of the data, or None if the data lacks its fields
+    (then the signal is published without a dedup key)."""
+    try:
+        key = template.format(**data)
+    except (KeyError, IndexError, ValueError):
+        return None
+    return key or None
 
 
 def log_rejected(raw: Any, error: SignalError, via: str) -> None:
@@ -118,27 +151,17 @@ def with_stable_identity(draft: SignalDraft, registry: KindRegistry) -> SignalDr
     redelivered Celery message is recognised as the same signal."""
     if draft.dedup_key is None:
         template = registry.policy_for(draft.kind).dedup_key_template
-        if template is not None:
-            try:
-                key = template.format(**draft.data)
-            except (KeyError, IndexError, ValueError):
-                # The data lacks the template's fields: publish without a dedup key.
-                key = None
-            if key:
-                return draft.model_copy(
-                    update={
-                        "dedup_key": key,
-                        "id": derive_signal_id(draft.delegate_id, draft.source, key),
-                    }
-                )
+        key = None if template is None else _templated_key(template, draft.data)
+        if key is not None:
+            return draft.model_copy(
+                update={
+                    "dedup_key": key,
+                    "id": derive_signal_id(draft.delegate_id, draft.source, key),
+                }
+            )
     if draft.id is None:
         return draft.model_copy(update={"id": uuid.uuid4()})
     return draft
-
-
-def prepare(draft: SignalDraft, runtime: Runtime, now: datetime) -> _Prepared:
-    draft = with_stable_identity(draft, runtime.registry)
-    return _Prepared(draft, runtime.registry.resolve(draft, now))
 
 
 # SET NX EX for every key of a batch in one command (1 where the marker is new): a pipeline of
@@ -155,15 +178,15 @@ return fresh
 
 def _redis_seen(runtime: Runtime, prepared: Sequence[_Prepared]) -> set[uuid.UUID]:
     """Ids whose dedup marker already existed (candidates for duplicates)."""
-    keyed = [p for p in prepared if p.draft.dedup_key is not None]
+    keyed: list[_Prepared] = []
+    keys: list[str] = []
+    for p in prepared:
+        if p.dedup_key is not None:
+            keyed.append(p)
+            keys.append(redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.dedup_key))
     if not keyed:
         return set()
     ttl = runtime.settings.dedup_ttl_s
-    keys = [
-        redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.draft.dedup_key)
-        for p in keyed
-        if p.draft.dedup_key is not None
-    ]
     try:
         if len(keyed) == 1:
             answers: list[Any] = [
@@ -171,12 +194,15 @@ def _redis_seen(runtime: Runtime, prepared: Sequence[_Prepared]) -> set[uuid.UUI
             ]
         else:
             script = runtime.redis.register_script(_SET_NX_MANY)
-            answers = list(script(keys=keys, args=[*(str(p.signal_id) for p in keyed), ttl]))
+            answers = script(keys=keys, args=[*[str(p.signal_id) for p in keyed], ttl])
     except redis.RedisError as error:
         # Redis is only the fast path; the journal's constraint still decides.
         logs.emit("dedup_fast_path_unavailable", reason=str(error)[:200])
         return set()
     return {p.signal_id for p, fresh in zip(keyed, answers, strict=True) if not fresh}
+
+
+_DOWNGRADED_REASON = "kind not permitted to interrupt"
 
 
 def publish_drafts(
@@ -185,45 +211,48 @@ def publish_drafts(
     """Journal already-validated drafts in one transaction; return one result per draft."""
     runtime = runtime or get_runtime()
     now = datetime.now(UTC)
-    prepared = [prepare(d, runtime, now) for d in drafts]
+    registry = runtime.registry
+    prepared = [_Prepared(d, registry, now) for d in drafts]
 
     # Duplicates inside the same call collapse onto the first occurrence.
     first: dict[uuid.UUID, _Prepared] = {}
     for p in prepared:
         first.setdefault(p.signal_id, p)
-    unique = list(first.values())
+    unique = list(first.values()) if len(first) < len(prepared) else prepared
 
     seen = _redis_seen(runtime, unique)
     known = runtime.signals.existing_ids(seen) if seen else set()
-    to_insert = [p for p in unique if p.signal_id not in known]
+    to_insert = [p for p in unique if p.signal_id not in known] if known else unique
     inserted = runtime.signals.insert([p.row for p in to_insert])
 
     results: list[PublishResult] = []
     fresh: list[PublishResult] = []
+    lines: list[tuple[str, dict[str, Any]]] = []
     logged: set[uuid.UUID] = set()
     for p in prepared:
         is_new = p.signal_id in inserted and p.signal_id not in logged
         result = p.result(deduplicated=not is_new)
         results.append(result)
-        fields = p.log_fields()
         if is_new:
             logged.add(p.signal_id)
             fresh.append(result)
-            if p.resolution.downgraded:
-                logs.emit(
-                    "downgraded",
-                    **fields,
-                    requested="interrupt",
-                    reason="kind not permitted to interrupt",
+            if p.downgraded:
+                lines.append(
+                    (
+                        "downgraded",
+                        p.log_fields(requested="interrupt", reason=_DOWNGRADED_REASON),
+                    )
                 )
-            logs.emit("published", **fields, trust=p.draft.trust, via=via)
+            lines.append(("published", p.log_fields(trust=p.draft.trust, via=via)))
         else:
-            logs.emit("deduplicated", **fields, dedup_key=p.draft.dedup_key, via=via)
-    downgraded = [p.signal_id for p in to_insert if p.resolution.downgraded]
+            lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
+    # One write and one flush for the whole batch; the same lines as one emit() each.
+    logs.emit_many(lines)
+    downgraded = [p.signal_id for p in to_insert if p.downgraded and p.signal_id in inserted]
     if downgraded:
         # Durable too: `signals show` explains why the signal did not interrupt.
         runtime.signals.add_events(
-            [d for d in downgraded if d in inserted],
+            downgraded,
             "downgraded",
             "interrupt requested by a kind not permitted to interrupt; treated as wake",
         )

@@ -58,6 +58,31 @@ BUILTIN_KINDS: tuple[KindPolicy, ...] = (
 )
 
 
+# What an unknown kind gets (the mode given, else next-turn), shared by every signal of it.
+_UNKNOWN_KIND = {mode: KindPolicy("", mode) for mode in Mode}
+
+
+def settle(
+    policy: KindPolicy,
+    requested: Mode | None,
+    priority: int | None,
+    expires_at: datetime | None,
+    now: datetime,
+) -> tuple[Mode, int, datetime | None, bool]:
+    """The effective (mode, priority, expires_at) the policy gives a signal, and whether the
+    requested interrupt was downgraded to a wake."""
+    mode = requested or policy.mode
+    downgraded = False
+    if policy.forced_mode is not None:
+        mode = policy.forced_mode
+    elif mode is Mode.INTERRUPT and not policy.interrupt_permitted:
+        mode = Mode.WAKE
+        downgraded = True
+    if expires_at is None and mode is Mode.AMBIENT:
+        expires_at = now + timedelta(seconds=policy.ambient_ttl_s)
+    return mode, policy.priority if priority is None else priority, expires_at, downgraded
+
+
 class KindRegistry:
     def __init__(self, policies: tuple[KindPolicy, ...] = BUILTIN_KINDS) -> None:
         self._policies: dict[str, KindPolicy] = {p.kind: p for p in policies}
@@ -84,23 +109,24 @@ class KindRegistry:
     def kinds(self) -> list[KindPolicy]:
         return sorted(self._policies.values(), key=lambda p: p.kind)
 
+    def policy_or_default(self, kind: str, requested: Mode | None) -> KindPolicy:
+        """:meth:`policy_for` without building a policy per call for an unknown kind (the publish
+        path asks once per signal); an unknown kind gets a shared default whose ``kind`` is
+        empty."""
+        known = self._policies.get(kind)
+        if known is not None:
+            return known
+        return _UNKNOWN_KIND[requested or Mode.NEXT_TURN]
+
     def resolve(self, draft: SignalDraft, now: datetime) -> Resolution:
         policy = self.policy_for(draft.kind, draft.mode)
-        requested = draft.mode
-        mode = requested or policy.mode
-        downgraded = False
-        if policy.forced_mode is not None:
-            mode = policy.forced_mode
-        elif mode is Mode.INTERRUPT and not policy.interrupt_permitted:
-            mode = Mode.WAKE
-            downgraded = True
-        expires_at = draft.expires_at
-        if expires_at is None and mode is Mode.AMBIENT:
-            expires_at = now + timedelta(seconds=policy.ambient_ttl_s)
+        mode, priority, expires_at, downgraded = settle(
+            policy, draft.mode, draft.priority, draft.expires_at, now
+        )
         return Resolution(
             mode=mode,
-            requested_mode=requested,
-            priority=draft.priority if draft.priority is not None else policy.priority,
+            requested_mode=draft.mode,
+            priority=priority,
             max_attempts=policy.max_attempts,
             expires_at=expires_at,
             dedup_key=draft.dedup_key,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -14,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationError,
     field_validator,
     model_validator,
@@ -95,15 +97,42 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
+_NAMESPACE_BYTES = SIGNAL_ID_NAMESPACE.bytes
+# uuid5's version and variant bits, applied to the 128-bit integer directly.
+_UUID5_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_UUID5_SET = (5 << 76) | (0x8000 << 48)
+
+
 def derive_signal_id(delegate_id: str, source: str, dedup_key: str) -> uuid.UUID:
-    """Stable id for a deduplicated signal: a re-sent callback gets the same id everywhere."""
-    return uuid.uuid5(SIGNAL_ID_NAMESPACE, f"{delegate_id}/{source}/{dedup_key}")
+    """Stable id for a deduplicated signal: a re-sent callback gets the same id everywhere.
+
+    Exactly ``uuid.uuid5(SIGNAL_ID_NAMESPACE, "delegate/source/dedup_key")``, in half the time
+    (it runs for every signal with a dedup key)."""
+    digest = hashlib.sha1(_NAMESPACE_BYTES + f"{delegate_id}/{source}/{dedup_key}".encode())
+    number = int.from_bytes(digest.digest()[:16])
+    return uuid.UUID(int=(number & _UUID5_CLEAR) | _UUID5_SET)
 
 
-def _aware(name: str, value: datetime | None) -> datetime | None:
-    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
-        raise ValueError(f"{name} must be timezone-aware (add an offset such as +00:00)")
+def _aware(name: str) -> AfterValidator:
+    """Refuses a naive timestamp; bound to the field only when it is given (not for None)."""
+
+    def check(value: datetime) -> datetime:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{name} must be timezone-aware (add an offset such as +00:00)")
+        return value
+
+    return AfterValidator(check)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(_NUL)
     return value
+
+
+DedupKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_DEDUP_KEY), AfterValidator(_no_nul)
+]
 
 
 class SignalDraft(BaseModel):
@@ -118,11 +147,11 @@ class SignalDraft(BaseModel):
     priority: int | None = Field(default=None, ge=0, le=100)
     data: dict[str, Any] = Field(default_factory=dict)
     trust: Trust = Trust.TRUSTED
-    dedup_key: str | None = Field(default=None, min_length=1, max_length=MAX_DEDUP_KEY)
+    dedup_key: DedupKey | None = None
     id: uuid.UUID | None = None
-    occurred_at: datetime | None = None
-    available_at: datetime | None = None
-    expires_at: datetime | None = None
+    occurred_at: Annotated[datetime, _aware("occurred_at")] | None = None
+    available_at: Annotated[datetime, _aware("available_at")] | None = None
+    expires_at: Annotated[datetime, _aware("expires_at")] | None = None
     caused_by: uuid.UUID | None = None
 
     @field_validator("data", mode="before")
@@ -146,18 +175,6 @@ class SignalDraft(BaseModel):
         if size > MAX_DATA_BYTES:
             raise ValueError(f"is {size} bytes serialized; the limit is {MAX_DATA_BYTES}")
         return value
-
-    @field_validator("dedup_key")
-    @classmethod
-    def _dedup_key(cls, value: str | None) -> str | None:
-        if value is not None and "\x00" in value:
-            raise ValueError(_NUL)
-        return value
-
-    @field_validator("occurred_at", "available_at", "expires_at")
-    @classmethod
-    def _timestamps(cls, value: datetime | None, info: Any) -> datetime | None:
-        return _aware(info.field_name, value)
 
     @model_validator(mode="after")
     def _stable_id(self) -> SignalDraft:
