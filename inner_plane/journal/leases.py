@@ -11,6 +11,8 @@ import uuid
 
 from sqlalchemy import Connection, Engine, text
 
+from inner_plane.journal.database import single_statement
+
 
 class LeaseLost(Exception):
     """Another holder took the lease over: the current activation must stop writing."""
@@ -83,21 +85,21 @@ class Leases:
 
     def take(self, delegate_id: str, holder: str, ttl_s: float) -> tuple[int, bool] | None:
         """Like acquire, and also whether a previous holder left work to recover."""
-        with self.engine.begin() as connection:
+        with single_statement(self.engine) as connection:
             row = connection.execute(
                 _ACQUIRE, {"delegate": delegate_id, "holder": holder, "ttl": ttl_s}
             ).first()
         return None if row is None else (int(row[0]), bool(row[1]))
 
     def renew(self, delegate_id: str, epoch: int, ttl_s: float) -> bool:
-        with self.engine.begin() as connection:
+        with single_statement(self.engine) as connection:
             renewed = connection.execute(
                 _RENEW, {"delegate": delegate_id, "epoch": epoch, "ttl": ttl_s}
             ).scalar()
         return renewed is not None
 
     def release(self, delegate_id: str, epoch: int) -> bool:
-        with self.engine.begin() as connection:
+        with single_statement(self.engine) as connection:
             released = connection.execute(
                 _RELEASE, {"delegate": delegate_id, "epoch": epoch}
             ).scalar()

@@ -42,6 +42,7 @@ from inner_plane.agent.port import (
 from inner_plane.attention.policy import budget_frees_at, wait_before_claim
 from inner_plane.attention.wakes import clear_debounce, send_activate
 from inner_plane.journal import activations as journal
+from inner_plane.journal.database import single_statement
 from inner_plane.journal.leases import LeaseLost, Leases, fence
 from inner_plane.lane.guard import Heartbeat, LaneGuard
 from inner_plane.runtime import Runtime
@@ -330,7 +331,7 @@ class Lane:
     def _run_activation(self, step: _Step, lease_lost: threading.Event) -> None:
         activation = step.activation
         guard = LaneGuard(
-            self._transaction,
+            lambda: single_statement(self.runtime.engine),
             activation.delegate_id,
             activation.epoch,
             str(activation.id),
@@ -539,7 +540,7 @@ class Lane:
     def _after_release(self, delegate_id: str, reschedule: float | None) -> None:
         """A signal or user turn that arrived between the last check and the release would
         otherwise wait for the sweeper: look once more and enqueue a fresh activate."""
-        with self.runtime.engine.connect() as connection, connection.begin():
+        with single_statement(self.runtime.engine) as connection:
             pending = journal.has_work(connection, delegate_id)
         if pending:
             reschedule = 0.0 if reschedule is None else min(reschedule, MAX_COUNTDOWN_S)
