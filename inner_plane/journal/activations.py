@@ -41,6 +41,8 @@ class DueWindow:
     # Autonomous activations started in the last hour, and the oldest start among them.
     autonomous_last_hour: int = 0
     oldest_autonomous: datetime | None = None
+    # The delegate's lease epoch, read FOR SHARE: the fencing check of the caller's transaction.
+    lease_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def due_window(connection: Connection, delegate_id: str) -> DueWindow:
     row = connection.execute(
         text(
             f"""
+            WITH fence AS (SELECT epoch FROM leases WHERE delegate_id = :delegate FOR SHARE)
             SELECT d.n, d.oldest, d.newest, d.interrupt, now(),
                    EXISTS (SELECT 1 FROM user_turns
                             WHERE delegate_id = :delegate AND state = 'queued'),
@@ -135,7 +138,8 @@ def due_window(connection: Connection, delegate_id: str) -> DueWindow:
                          WHERE delegate_id = :delegate
                            AND trigger IN ('wake', 'interrupt', 'drain')
                            AND started_at > now() - interval '1 hour')
-                   END
+                   END,
+                   (SELECT epoch FROM fence)
               FROM (SELECT count(*) AS n, min(available_at) AS oldest,
                            max(available_at) AS newest,
                            coalesce(bool_or(mode = 'interrupt'), false) AS interrupt
@@ -156,6 +160,7 @@ def due_window(connection: Connection, delegate_id: str) -> DueWindow:
         next_available_in=None if row[7] is None else float(row[7]),
         autonomous_last_hour=int(row[8]),
         oldest_autonomous=row[9],
+        lease_epoch=None if row[10] is None else int(row[10]),
     )
 
 
@@ -439,17 +444,36 @@ def finish_activation(
     state: str,
     error: str | None = None,
     reply: str | None = None,
+    *,
+    delegate_id: str,
+    epoch: int,
 ) -> datetime:
-    finished: datetime = connection.execute(
+    """Close the activation, fenced: it raises LeaseLost (and the caller's transaction rolls
+    back every write it made) unless ``epoch`` is still the delegate's lease epoch. The share
+    lock orders the whole transaction against a concurrent takeover."""
+    from inner_plane.journal.leases import LeaseLost
+
+    finished: datetime | None = connection.execute(
         text(
             """
             UPDATE activations SET state = :state, finished_at = clock_timestamp(),
                    error = :error, reply = :reply
-             WHERE id = :id RETURNING finished_at
+             WHERE id = :id
+               AND (SELECT epoch FROM leases WHERE delegate_id = :delegate FOR SHARE) = :epoch
+            RETURNING finished_at
             """
         ),
-        {"id": activation_id, "state": state, "error": error, "reply": reply},
-    ).scalar_one()
+        {
+            "id": activation_id,
+            "state": state,
+            "error": error,
+            "reply": reply,
+            "delegate": delegate_id,
+            "epoch": epoch,
+        },
+    ).scalar()
+    if finished is None:
+        raise LeaseLost(delegate_id, epoch, None)
     return finished
 
 

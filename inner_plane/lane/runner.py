@@ -218,8 +218,9 @@ class Lane:
     ) -> _Step | float | None:
         activation_id = uuid.uuid4()
         with self._transaction() as connection:
-            fence(connection, delegate_id, epoch)
             window = journal.due_window(connection, delegate_id)
+            if window.lease_epoch != epoch:  # the fence, read FOR SHARE by the same query
+                raise LeaseLost(delegate_id, epoch, window.lease_epoch)
             now = window.now
             # A permitted interrupt goes first, even before a waiting user turn.
             turn = (
@@ -379,7 +380,6 @@ class Lane:
                 (signal.id, state, settlement.disposition.value, settlement.reason, until)
             )
         with self._transaction() as connection:
-            fence(connection, activation.delegate_id, activation.epoch)
             journal.settle(connection, activation.id, outcomes)
             journal.release_claims(
                 connection,
@@ -388,7 +388,14 @@ class Lane:
                 "returned",
                 "not rendered: cut from the working context by its size budget",
             )
-            journal.finish_activation(connection, activation.id, "completed", reply=result.reply)
+            journal.finish_activation(
+                connection,
+                activation.id,
+                "completed",
+                reply=result.reply,
+                delegate_id=activation.delegate_id,
+                epoch=activation.epoch,
+            )
             if step.turn_id is not None:
                 journal.finish_user_turn(connection, step.turn_id, "done", result.reply)
             self._record(connection, activation, context, result, duration_s, None)
@@ -426,7 +433,6 @@ class Lane:
     ) -> None:
         activation = step.activation
         with self._transaction() as connection:
-            fence(connection, activation.delegate_id, activation.epoch)
             journal.release_claims(
                 connection,
                 activation.id,
@@ -434,7 +440,14 @@ class Lane:
                 "interrupted",
                 f"activation pre-empted: {reason}",
             )
-            journal.finish_activation(connection, activation.id, "interrupted", error=reason)
+            journal.finish_activation(
+                connection,
+                activation.id,
+                "interrupted",
+                error=reason,
+                delegate_id=activation.delegate_id,
+                epoch=activation.epoch,
+            )
             if step.turn_id is not None:
                 # The user's input is never discarded: the turn runs again after the interrupt.
                 journal.requeue_user_turn(connection, step.turn_id)
@@ -449,7 +462,6 @@ class Lane:
         activation = step.activation
         duration_s = time.monotonic() - started
         with self._transaction() as connection:
-            fence(connection, activation.delegate_id, activation.epoch)
             retrying, dead = journal.fail_claims(
                 connection,
                 activation.id,
@@ -457,7 +469,14 @@ class Lane:
                 self.settings.retry_base_s,
                 self.settings.retry_max_s,
             )
-            journal.finish_activation(connection, activation.id, "failed", error=error[:2000])
+            journal.finish_activation(
+                connection,
+                activation.id,
+                "failed",
+                error=error[:2000],
+                delegate_id=activation.delegate_id,
+                epoch=activation.epoch,
+            )
             if step.turn_id is not None:
                 journal.finish_user_turn(connection, step.turn_id, "failed", None)
             self._record(connection, activation, context, None, duration_s, error)
