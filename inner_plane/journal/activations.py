@@ -6,10 +6,11 @@ Functions taking a ``Connection`` run inside the caller's fenced transaction (se
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, text
@@ -505,35 +506,49 @@ def settle(
     activation. A deferred signal goes back to pending with a later available_at."""
     if not outcomes:
         return
-    connection.execute(
-        text(
-            """
-            UPDATE signals SET state = :state, disposition = :disposition,
-                   disposition_reason = :reason, updated_at = now(),
-                   settled_at = CASE WHEN :state = 'pending' THEN NULL ELSE now() END,
-                   available_at = coalesce(CAST(:available_at AS timestamptz), available_at),
-                   claimed_by = CASE WHEN :state = 'pending' THEN NULL ELSE claimed_by END,
-                   attempts = CASE WHEN :state = 'pending' THEN attempts - 1 ELSE attempts END
-             WHERE id = :id AND claimed_by = :activation AND state = 'claimed'
-            """
-        ),
+    rows = json.dumps(
         [
             {
-                "id": signal_id,
+                "id": str(signal_id),
                 "state": state,
                 "disposition": disposition,
                 "reason": reason,
-                "available_at": available_at,
-                "activation": activation_id,
+                # UTC: PostgreSQL refuses offsets beyond +-15:59 that Python allows.
+                "available_at": None
+                if available_at is None
+                else available_at.astimezone(UTC).isoformat(),
             }
             for signal_id, state, disposition, reason, available_at in outcomes
-        ],
+        ]
     )
-    add_events(
-        connection,
-        ((sid, disposition or state, reason, activation_id)
-         for sid, state, disposition, reason, _ in outcomes),
-    )  # fmt: skip
+    # One statement for the whole batch: the settlements and their signal events.
+    connection.execute(
+        text(
+            """
+            WITH o AS (
+                SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+                    AS x(id uuid, state text, disposition text, reason text,
+                         available_at timestamptz)
+            ), settled AS (
+                UPDATE signals s SET state = o.state, disposition = o.disposition,
+                       disposition_reason = o.reason, updated_at = now(),
+                       settled_at = CASE WHEN o.state = 'pending' THEN NULL ELSE now() END,
+                       available_at = coalesce(o.available_at, s.available_at),
+                       claimed_by = CASE WHEN o.state = 'pending' THEN NULL
+                                         ELSE s.claimed_by END,
+                       attempts = CASE WHEN o.state = 'pending' THEN s.attempts - 1
+                                       ELSE s.attempts END
+                  FROM o
+                 WHERE s.id = o.id AND s.claimed_by = :activation AND s.state = 'claimed'
+                RETURNING s.id
+            )
+            INSERT INTO signal_events (signal_id, event, reason, activation_id)
+            SELECT o.id, coalesce(o.disposition, o.state), o.reason, :activation
+              FROM o JOIN settled ON settled.id = o.id
+            """
+        ),
+        {"rows": rows, "activation": activation_id},
+    )
 
 
 def release_claims(
