@@ -106,21 +106,45 @@ def _logfmt_text(value: Any) -> str:
     return _logfmt_value(_plain(value))
 
 
-def _line(event: str, fields: dict[str, Any], log_format: str) -> str:
-    if log_format == "json":
-        return format_line(_ordered(event, fields), log_format)
-    parts = [TAG, f"event={_logfmt_text(event)}"]
-    for key in _STABLE_REST:
-        if key in fields:
-            parts.append(f"{key}={_logfmt_text(fields[key])}")
-    for key, value in fields.items():
-        if key not in _STABLE_SET:
-            parts.append(f"{key}={_logfmt_text(value)}")
-    return " ".join(parts)
-
-
 _STABLE_REST = STABLE_FIELDS[1:]
 _STABLE_SET = frozenset(STABLE_FIELDS)
+
+
+def _key_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The order :func:`_ordered` writes these keys in (after ``event``)."""
+    return tuple(k for k in _STABLE_REST if k in keys) + tuple(
+        k for k in keys if k not in _STABLE_SET
+    )
+
+
+def _logfmt_lines(entries: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
+    """logfmt lines of many entries. The lines of a batch repeat most of their values (kind,
+    source, mode, ...): each distinct ``key=value`` text is formatted once per call."""
+    orders: dict[tuple[str, ...], tuple[str, ...]] = {}
+    pairs: dict[tuple[str, type, Any], str] = {}
+    lines = []
+    for event, fields in entries:
+        keys = tuple(fields)
+        order = orders.get(keys)
+        if order is None:
+            order = orders[keys] = _key_order(keys)
+        parts = [TAG, f"event={_logfmt_text(event)}"]
+        for key in order:
+            value = fields[key]
+            cls = value.__class__
+            if cls is UUID:
+                parts.append(f"{key}={value}")
+            elif cls is str or cls is int or cls is bool or isinstance(value, Enum):
+                # The class is part of the memo key: True == 1 but they print differently.
+                memo = (key, cls, value)
+                pair = pairs.get(memo)
+                if pair is None:
+                    pair = pairs[memo] = f"{key}={_logfmt_text(value)}"
+                parts.append(pair)
+            else:
+                parts.append(f"{key}={_logfmt_text(value)}")
+        lines.append(" ".join(parts))
+    return lines
 
 
 def _write(text: str) -> None:
@@ -140,8 +164,10 @@ def emit(event: str, **fields: Any) -> dict[str, Any]:
 def emit_many(entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Write one line per ``(event, fields)``, exactly as :func:`emit` would, with one write and
     one flush for all of them (a batch of publications)."""
-    log_format = _current_format()
-    lines = [_line(event, fields, log_format) for event, fields in entries]
+    if _current_format() == "json":
+        lines = [format_line(_ordered(event, fields), "json") for event, fields in entries]
+    else:
+        lines = _logfmt_lines(entries)
     if lines:
         lines.append("")
         _write("\n".join(lines))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
     DateTime,
+    Dialect,
     Engine,
     Table,
     Text,
@@ -119,9 +121,11 @@ def _json_default(value: object) -> str:
 
 
 def _rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
+    # NULLs are left out: jsonb_to_recordset gives NULL for a missing key as for a JSON null,
+    # and the shorter text is faster to write and to parse.
     try:
         return json.dumps(
-            [{key: row[key] for key in ROW_KEYS} for row in rows],
+            [{key: value for key in ROW_KEYS if (value := row[key]) is not None} for row in rows],
             default=_json_default,
             separators=(",", ":"),
         )
@@ -133,6 +137,28 @@ def _to_signal(row: Any) -> Signal:
     values = dict(row._mapping)
     values.pop("seq", None)
     return Signal.model_validate(values)
+
+
+_Processors = list[tuple[str, Callable[[Any], Any]]]
+_insert_one_forms: weakref.WeakKeyDictionary[Dialect, tuple[str, _Processors]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _insert_one_form(dialect: Dialect) -> tuple[str, _Processors]:
+    """The single-row insert compiled once per dialect (engine), with SQLAlchemy's own bind
+    processors: one publish runs it as driver SQL and skips SQLAlchemy's per-execution
+    statement handling (about a fifth of its time in this process)."""
+    form = _insert_one_forms.get(dialect)
+    if form is None:
+        compiled = _INSERT.compile(dialect=dialect)
+        processors: _Processors = []
+        for name, bind in compiled.binds.items():
+            processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if processor is not None:
+                processors.append((name, processor))
+        form = _insert_one_forms[dialect] = (str(compiled), processors)
+    return form
 
 
 class SignalJournal:
@@ -153,10 +179,14 @@ class SignalJournal:
             if packed is not None:
                 result = connection.execute(_INSERT_MANY, {"rows": packed})
             elif len(rows) == 1:
-                result = connection.execute(_INSERT, rows[0])
+                sql, processors = _insert_one_form(connection.dialect)
+                params = {key: rows[0][key] for key in ROW_KEYS}
+                for name, process in processors:
+                    params[name] = process(params[name])
+                result = connection.exec_driver_sql(sql, params)
             else:
                 result = connection.execute(_INSERT, list(rows))
-            return {row[0] for row in result}
+            return set(result.scalars().all())
 
     def _single_statement(self) -> Connection:
         return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
@@ -179,7 +209,7 @@ class SignalJournal:
             return set()
         with self._single_statement() as connection:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
-            return {row[0] for row in found}
+            return set(found.scalars().all())
 
     def get(self, signal_id: uuid.UUID) -> Signal | None:
         with self.engine.connect() as connection:
