@@ -1,9 +1,10 @@
 """The publish path: validate, apply the kind's policy, deduplicate, journal, log.
 
-Once :func:`publish` returns, the signal is in the journal. Dedup has two layers: a Redis
-``SET NX`` marker short-circuits repeats cheaply, and the journal's unique constraints decide.
-A Redis hit is always confirmed against the journal, so a marker left by a publisher that died
-before its insert never swallows a signal.
+Once :func:`publish` returns, the signal is in the journal. Dedup: the journal's unique
+constraints decide (INSERT ... ON CONFLICT DO NOTHING, by id and by (delegate, source,
+dedup_key)), and each dedup key also leaves a Redis ``SET NX`` marker. The marker is sent before
+the insert and its answer read after it, so the two round trips overlap; a marker never decides
+on its own, so one left by a publisher that died before its insert never swallows a signal.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class _Prepared:
 
     def __init__(self, draft: SignalDraft, registry: KindRegistry, now: datetime) -> None:
         self.draft = draft
-        policy = registry.policy_or_default(draft.kind, draft.mode)
+        policy = registry.policy_for(draft.kind, draft.mode)
         dedup_key = draft.dedup_key
         signal_id = draft.id
         if dedup_key is None and policy.dedup_key_template is not None:
@@ -164,45 +165,16 @@ def with_stable_identity(draft: SignalDraft, registry: KindRegistry) -> SignalDr
     return draft
 
 
-# SET NX EX for every key of a batch in one command; the answer is one string with "1" where
-# the marker is new and "0" where it existed. A pipeline of 1,000 SETs costs the client about
-# four times more CPU than one script call, and one string parses faster than 1,000 integers.
+# SET NX EX for every key of a batch in one command: a pipeline of 1,000 SETs costs the client
+# about four times more CPU than one script call.
 _SET_NX_MANY = """
 local ttl = ARGV[#KEYS + 1]
-local fresh = {}
+local fresh = 0
 for i, key in ipairs(KEYS) do
-  fresh[i] = redis.call('SET', key, ARGV[i], 'NX', 'EX', ttl) and '1' or '0'
+  if redis.call('SET', key, ARGV[i], 'NX', 'EX', ttl) then fresh = fresh + 1 end
 end
-return table.concat(fresh)
+return fresh
 """
-
-
-def _redis_seen(runtime: Runtime, prepared: Sequence[_Prepared]) -> set[uuid.UUID]:
-    """Ids whose dedup marker already existed (candidates for duplicates)."""
-    keyed: list[_Prepared] = []
-    keys: list[str] = []
-    for p in prepared:
-        if p.dedup_key is not None:
-            keyed.append(p)
-            keys.append(redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.dedup_key))
-    if not keyed:
-        return set()
-    ttl = runtime.settings.dedup_ttl_s
-    try:
-        if len(keyed) == 1:
-            answers: list[Any] = [
-                runtime.redis.set(keys[0], str(keyed[0].signal_id), nx=True, ex=ttl)
-            ]
-        else:
-            script = runtime.redis.register_script(_SET_NX_MANY)
-            flags = script(keys=keys, args=[*[str(p.signal_id) for p in keyed], ttl])
-            if isinstance(flags, bytes):  # a client without decode_responses
-                flags = flags.decode()
-            answers = [flag == "1" for flag in flags]
-    except redis.RedisError as error:
-        _fast_path_unavailable(error)
-        return set()
-    return {p.signal_id for p, fresh in zip(keyed, answers, strict=True) if not fresh}
 
 
 def _fast_path_unavailable(error: redis.RedisError) -> None:
@@ -210,14 +182,31 @@ def _fast_path_unavailable(error: redis.RedisError) -> None:
     logs.emit("dedup_fast_path_unavailable", reason=str(error)[:200])
 
 
-class _MarkerWrite:
-    """The SET NX EX of one signal's dedup marker, sent before its journal insert and answered
-    after it, so a single publish waits for the two round trips at once instead of in turn."""
+class _Markers:
+    """The SET NX EX of the dedup markers of a publication, sent before its journal insert and
+    answered after it, so the publisher waits for the two round trips at once, not in turn.
 
-    def __init__(self, runtime: Runtime, key: str, signal_id: uuid.UUID) -> None:
+    The answer is not needed first: an existing marker only ever led to a journal lookup of the
+    id, and the insert's ON CONFLICT DO NOTHING gives that same answer in the same statement."""
+
+    def __init__(self, runtime: Runtime, prepared: Sequence[_Prepared]) -> None:
         self.client = runtime.redis
-        self.key, self.value, self.ttl = key, str(signal_id), runtime.settings.dedup_ttl_s
         self.connection: Any = None
+        keys: list[str] = []
+        ids: list[str] = []
+        for p in prepared:
+            if p.dedup_key is not None:
+                keys.append(redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.dedup_key))
+                ids.append(str(p.signal_id))
+        ttl = runtime.settings.dedup_ttl_s
+        if not keys:
+            self.command: tuple[Any, ...] = ()
+            return
+        if len(keys) == 1:
+            self.command = ("SET", keys[0], ids[0], "NX", "EX", ttl)
+        else:
+            # EVAL with the text: no NOSCRIPT round trip; Redis caches the compiled script.
+            self.command = ("EVAL", _SET_NX_MANY, len(keys), *keys, *ids, ttl)
         if self.client.connection is not None:  # a single-connection client: plain command
             self._blocking()
             return
@@ -228,7 +217,7 @@ class _MarkerWrite:
             _fast_path_unavailable(error)
             return
         try:
-            connection.send_command("SET", self.key, self.value, "NX", "EX", self.ttl)
+            connection.send_command(*self.command)
         except redis.RedisError:  # send_command has closed the connection
             pool.release(connection)
             self._blocking()
@@ -238,7 +227,7 @@ class _MarkerWrite:
     def _blocking(self) -> None:
         """The client's own command, with its reconnects and retries."""
         try:
-            self.client.set(self.key, self.value, nx=True, ex=self.ttl)
+            self.client.execute_command(*self.command)  # type: ignore[no-untyped-call]
         except redis.RedisError as error:
             _fast_path_unavailable(error)
 
@@ -265,20 +254,6 @@ class _MarkerWrite:
             self.client.connection_pool.release(connection)
 
 
-def _insert_with_marker(runtime: Runtime, p: _Prepared, key: str) -> set[uuid.UUID]:
-    """Journal one keyed signal while its marker is set. The marker's answer is not awaited
-    first: an existing marker only ever led to a journal lookup, and the insert's ON CONFLICT
-    DO NOTHING gives that same answer in the same round trip."""
-    marker = _MarkerWrite(runtime, key, p.signal_id)
-    try:
-        inserted = runtime.signals.insert([p.row])
-    except BaseException:
-        marker.abandon()
-        raise
-    marker.finish()
-    return inserted
-
-
 _DOWNGRADED_REASON = "kind not permitted to interrupt"
 
 
@@ -297,16 +272,13 @@ def publish_drafts(
         first.setdefault(p.signal_id, p)
     unique = list(first.values()) if len(first) < len(prepared) else prepared
 
-    to_insert = unique
-    if len(unique) == 1 and (p := unique[0]).dedup_key is not None:
-        key = redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.dedup_key)
-        inserted = _insert_with_marker(runtime, p, key)
-    else:
-        seen = _redis_seen(runtime, unique)
-        known = runtime.signals.existing_ids(seen) if seen else set()
-        if known:
-            to_insert = [p for p in unique if p.signal_id not in known]
-        inserted = runtime.signals.insert([p.row for p in to_insert])
+    markers = _Markers(runtime, unique)
+    try:
+        inserted = runtime.signals.insert([p.row for p in unique])
+    except BaseException:
+        markers.abandon()
+        raise
+    markers.finish()
 
     results: list[PublishResult] = []
     fresh: list[PublishResult] = []
@@ -331,7 +303,7 @@ def publish_drafts(
             lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
     # One write and one flush for the whole batch; the same lines as one emit() each.
     logs.emit_many(lines)
-    downgraded = [p.signal_id for p in to_insert if p.downgraded and p.signal_id in inserted]
+    downgraded = [p.signal_id for p in unique if p.downgraded and p.signal_id in inserted]
     if downgraded:
         # Durable too: `signals show` explains why the signal did not interrupt.
         runtime.signals.add_events(

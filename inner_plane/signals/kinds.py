@@ -58,10 +58,6 @@ BUILTIN_KINDS: tuple[KindPolicy, ...] = (
 )
 
 
-# What an unknown kind gets (the mode given, else next-turn), shared by every signal of it.
-_UNKNOWN_KIND = {mode: KindPolicy("", mode) for mode in Mode}
-
-
 def settle(
     policy: KindPolicy,
     requested: Mode | None,
@@ -83,9 +79,15 @@ def settle(
     return mode, policy.priority if priority is None else priority, expires_at, downgraded
 
 
+_UNKNOWN_CACHE = 1024
+
+
 class KindRegistry:
     def __init__(self, policies: tuple[KindPolicy, ...] = BUILTIN_KINDS) -> None:
         self._policies: dict[str, KindPolicy] = {p.kind: p for p in policies}
+        # The policies given to unknown kinds, built once per (kind, mode) rather than once per
+        # signal (policies are frozen, so sharing them is safe); bounded, as any kind is accepted.
+        self._unknown: dict[tuple[str, Mode], KindPolicy] = {}
 
     def register(self, policy: KindPolicy) -> None:
         if not KIND_RE.match(policy.kind):
@@ -104,19 +106,16 @@ class KindRegistry:
         if known is not None:
             return known
         # Unknown kinds are accepted: the mode given, else next-turn.
-        return KindPolicy(kind, requested or Mode.NEXT_TURN)
+        key = (kind, requested or Mode.NEXT_TURN)
+        policy = self._unknown.get(key)
+        if policy is None:
+            if len(self._unknown) >= _UNKNOWN_CACHE:
+                self._unknown.clear()
+            policy = self._unknown[key] = KindPolicy(*key)
+        return policy
 
     def kinds(self) -> list[KindPolicy]:
         return sorted(self._policies.values(), key=lambda p: p.kind)
-
-    def policy_or_default(self, kind: str, requested: Mode | None) -> KindPolicy:
-        """:meth:`policy_for` without building a policy per call for an unknown kind (the publish
-        path asks once per signal); an unknown kind gets a shared default whose ``kind`` is
-        empty."""
-        known = self._policies.get(kind)
-        if known is not None:
-            return known
-        return _UNKNOWN_KIND[requested or Mode.NEXT_TURN]
 
     def resolve(self, draft: SignalDraft, now: datetime) -> Resolution:
         policy = self.policy_for(draft.kind, draft.mode)
