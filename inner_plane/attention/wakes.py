@@ -30,19 +30,33 @@ def send_activate(runtime: Runtime, delegate_id: str, countdown: float = 0.0) ->
 def schedule_wake(runtime: Runtime, delegate_id: str, urgent: bool = False) -> bool:
     """Enqueue one activate for the delegate's batching window; later wakes inside the window
     find the key and enqueue nothing. Interrupts always enqueue (without delay)."""
-    settings = runtime.settings
-    quiet_s = settings.batch_quiet_ms / 1000
-    ttl_ms = settings.batch_max_age_ms + 5_000
-    if not urgent:
-        try:
+    if not urgent and not _open_windows(runtime, [delegate_id])[0]:
+        return False
+    return _enqueue(runtime, delegate_id, urgent)
+
+
+def _open_windows(runtime: Runtime, delegate_ids: Sequence[str]) -> list[bool]:
+    """SET NX of each delegate's debounce key, in one round trip: True where this call opened
+    the window (or Redis is unreachable: a redundant activation is a no-op, a lost one is not)."""
+    ttl_ms = runtime.settings.batch_max_age_ms + 5_000
+    try:
+        if len(delegate_ids) == 1:
             fresh = runtime.redis.set(
-                redis_keys.wake_debounce(delegate_id), "1", nx=True, px=ttl_ms
+                redis_keys.wake_debounce(delegate_ids[0]), "1", nx=True, px=ttl_ms
             )
-        except redis.RedisError as error:
+            return [bool(fresh)]
+        pipeline = runtime.redis.pipeline(transaction=False)
+        for delegate_id in delegate_ids:
+            pipeline.set(redis_keys.wake_debounce(delegate_id), "1", nx=True, px=ttl_ms)
+        return [bool(fresh) for fresh in pipeline.execute()]
+    except redis.RedisError as error:
+        for delegate_id in delegate_ids:
             logs.emit("wake_debounce_unavailable", delegate=delegate_id, reason=str(error)[:200])
-            fresh = True
-        if not fresh:
-            return False
+        return [True] * len(delegate_ids)
+
+
+def _enqueue(runtime: Runtime, delegate_id: str, urgent: bool) -> bool:
+    quiet_s = runtime.settings.batch_quiet_ms / 1000
     try:
         send_activate(runtime, delegate_id, 0.0 if urgent else quiet_s)
     except Exception as error:  # broker down: the signal is journaled; the sweeper wakes it
@@ -68,6 +82,10 @@ def wake_on_publish(runtime: Runtime, results: Sequence[PublishResult]) -> None:
         elif result.mode is Mode.WAKE:
             normal.add(result.delegate_id)
     for delegate_id in sorted(urgent):
-        schedule_wake(runtime, delegate_id, urgent=True)
-    for delegate_id in sorted(normal - urgent):
-        schedule_wake(runtime, delegate_id)
+        _enqueue(runtime, delegate_id, urgent=True)
+    waiting = sorted(normal - urgent)
+    if waiting:
+        # One round trip for every delegate of the batch, not one per delegate.
+        for delegate_id, fresh in zip(waiting, _open_windows(runtime, waiting), strict=True):
+            if fresh:
+                _enqueue(runtime, delegate_id, urgent=False)
