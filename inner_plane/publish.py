@@ -165,15 +165,16 @@ def with_stable_identity(draft: SignalDraft, registry: KindRegistry) -> SignalDr
     return draft
 
 
-# SET NX EX for every key of a batch in one command: a pipeline of 1,000 SETs costs the client
-# about four times more CPU than one script call.
+# SET NX EX for every key of a batch in one command, answering one string with "1" where the
+# marker is new and "0" where it existed: a pipeline of 1,000 SETs costs the client about four
+# times more CPU than one script call.
 _SET_NX_MANY = """
 local ttl = ARGV[#KEYS + 1]
-local fresh = 0
+local fresh = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('SET', key, ARGV[i], 'NX', 'EX', ttl) then fresh = fresh + 1 end
+  fresh[i] = redis.call('SET', key, ARGV[i], 'NX', 'EX', ttl) and '1' or '0'
 end
-return fresh
+return table.concat(fresh)
 """
 
 
@@ -182,76 +183,29 @@ def _fast_path_unavailable(error: redis.RedisError) -> None:
     logs.emit("dedup_fast_path_unavailable", reason=str(error)[:200])
 
 
-class _Markers:
-    """The SET NX EX of the dedup markers of a publication, sent before its journal insert and
-    answered after it, so the publisher waits for the two round trips at once, not in turn.
-
-    The answer is not needed first: an existing marker only ever led to a journal lookup of the
-    id, and the insert's ON CONFLICT DO NOTHING gives that same answer in the same statement."""
-
-    def __init__(self, runtime: Runtime, prepared: Sequence[_Prepared]) -> None:
-        self.client = runtime.redis
-        self.connection: Any = None
-        keys: list[str] = []
-        ids: list[str] = []
-        for p in prepared:
-            if p.dedup_key is not None:
-                keys.append(redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.dedup_key))
-                ids.append(str(p.signal_id))
-        ttl = runtime.settings.dedup_ttl_s
-        if not keys:
-            self.command: tuple[Any, ...] = ()
-            return
-        if len(keys) == 1:
-            self.command = ("SET", keys[0], ids[0], "NX", "EX", ttl)
+def _marked_before(runtime: Runtime, prepared: Sequence[_Prepared]) -> set[uuid.UUID]:
+    """The fast path: SET NX each keyed signal's dedup marker; return the ids whose marker
+    already existed. A marker is only a hint (its publisher may have died before its insert):
+    the caller confirms these against the journal."""
+    keyed = [p for p in prepared if p.dedup_key is not None]
+    if not keyed:
+        return set()
+    keys = [redis_keys.dedup(p.draft.delegate_id, p.draft.source, p.dedup_key) for p in keyed]  # type: ignore[arg-type]
+    ttl = runtime.settings.dedup_ttl_s
+    try:
+        if len(keyed) == 1:
+            fresh = [bool(runtime.redis.set(keys[0], str(keyed[0].signal_id), nx=True, ex=ttl))]
         else:
-            # EVAL with the text: no NOSCRIPT round trip; Redis caches the compiled script.
-            self.command = ("EVAL", _SET_NX_MANY, len(keys), *keys, *ids, ttl)
-        if self.client.connection is not None:  # a single-connection client: plain command
-            self._blocking()
-            return
-        pool = self.client.connection_pool
-        try:
-            connection: Any = pool.get_connection()
-        except redis.RedisError as error:
-            _fast_path_unavailable(error)
-            return
-        try:
-            connection.send_command(*self.command)
-        except redis.RedisError:  # send_command has closed the connection
-            pool.release(connection)
-            self._blocking()
-            return
-        self.connection = connection
-
-    def _blocking(self) -> None:
-        """The client's own command, with its reconnects and retries."""
-        try:
-            self.client.execute_command(*self.command)  # type: ignore[no-untyped-call]
-        except redis.RedisError as error:
-            _fast_path_unavailable(error)
-
-    def finish(self) -> None:
-        connection, self.connection = self.connection, None
-        if connection is None:
-            return
-        try:
-            connection.read_response()
-        except redis.ConnectionError:
-            # E.g. a pooled connection the server had closed: the reply is lost, send again.
-            self.client.connection_pool.release(connection)
-            self._blocking()
-            return
-        except redis.RedisError as error:
-            _fast_path_unavailable(error)
-        self.client.connection_pool.release(connection)
-
-    def abandon(self) -> None:
-        """The insert failed: the reply is never read, so the connection cannot be reused."""
-        connection, self.connection = self.connection, None
-        if connection is not None:
-            connection.disconnect()
-            self.client.connection_pool.release(connection)
+            flags = runtime.redis.eval(
+                _SET_NX_MANY, len(keys), *keys, *(str(p.signal_id) for p in keyed), ttl
+            )
+            if isinstance(flags, bytes):  # a client without decode_responses
+                flags = flags.decode()
+            fresh = [flag == "1" for flag in flags]
+    except redis.RedisError as error:
+        _fast_path_unavailable(error)
+        return set()
+    return {p.signal_id for p, new in zip(keyed, fresh, strict=True) if not new}
 
 
 _DOWNGRADED_REASON = "kind not permitted to interrupt"
@@ -272,13 +226,12 @@ def publish_drafts(
         first.setdefault(p.signal_id, p)
     unique = list(first.values()) if len(first) < len(prepared) else prepared
 
-    markers = _Markers(runtime, unique)
-    try:
-        inserted = runtime.signals.insert([p.row for p in unique])
-    except BaseException:
-        markers.abandon()
-        raise
-    markers.finish()
+    # Repeats short-circuit on Redis: a marked signal that the journal confirms is not inserted
+    # again. Everything else is inserted; ON CONFLICT DO NOTHING decides races and lost markers.
+    marked = _marked_before(runtime, unique)
+    known = runtime.signals.existing_ids(marked) if marked else set()
+    to_insert = [p for p in unique if p.signal_id not in known] if known else unique
+    inserted = runtime.signals.insert([p.row for p in to_insert]) if to_insert else set()
 
     results: list[PublishResult] = []
     fresh: list[PublishResult] = []

@@ -190,3 +190,27 @@ def test_dedup_storm_from_eight_threads_leaves_one_row_per_key(runtime: Runtime)
             text("SELECT count(DISTINCT dedup_key) FROM signals WHERE source = 'storm'")
         ).scalar_one()
     assert distinct == 50
+
+
+def _seq(runtime: Runtime, signal_id: uuid.UUID) -> int:
+    with runtime.engine.connect() as connection:
+        return int(
+            connection.execute(
+                text("SELECT seq FROM signals WHERE id = :id"), {"id": signal_id}
+            ).scalar_one()
+        )
+
+
+def test_redis_marker_short_circuits_a_repeat_before_any_insert(runtime: Runtime) -> None:
+    # An attempted insert, even one ON CONFLICT skips, draws a value from the identity
+    # sequence; a repeat answered by the fast path draws none.
+    first = publish(kind="task.completed", source="copilot", dedup_key="sc-1")
+    for _ in range(3):
+        assert publish(kind="task.completed", source="copilot", dedup_key="sc-1").deduplicated
+    after_fast_repeats = publish(kind="task.completed", source="copilot", dedup_key="sc-2")
+    assert _seq(runtime, after_fast_repeats.id) == _seq(runtime, first.id) + 1
+
+    runtime.redis.flushdb()  # no markers: the journal's constraint answers instead
+    assert publish(kind="task.completed", source="copilot", dedup_key="sc-1").deduplicated
+    after_journal_repeat = publish(kind="task.completed", source="copilot", dedup_key="sc-3")
+    assert _seq(runtime, after_journal_repeat.id) == _seq(runtime, after_fast_repeats.id) + 2
