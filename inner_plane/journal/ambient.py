@@ -9,6 +9,7 @@ from typing import Any, cast
 import sqlalchemy
 from sqlalchemy import Table, select
 
+from inner_plane.journal.memories import rarity_scored
 from inner_plane.journal.tables import SignalRow
 
 _S = cast(Table, SignalRow.__table__)
@@ -22,36 +23,22 @@ AMBIENT_DOCUMENT = (
 
 # Same scoring as memory recall (summed rarity of the cue words found, then newest), one
 # capped index probe per cue word.
-RELEVANT_QUERY = f"""
-    WITH terms AS (
-        SELECT DISTINCT lexeme
-        FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, :ambient_cue))) AS lexeme
-        WHERE strpos(lexeme, chr(92)) = 0
-    ), hits AS (
-        SELECT t.lexeme, s.id, s.created_at
-        FROM terms t
-        CROSS JOIN LATERAL (
-            SELECT id, created_at FROM signals
+RELEVANT_QUERY = (
+    rarity_scored(  # noqa: S608 - constant fragments, parameters bound
+        "ambient_cue",
+        f"""SELECT id, created_at FROM signals
             WHERE delegate_id = :delegate AND mode = 'ambient' AND state = 'pending'
               AND (expires_at IS NULL OR expires_at > now())
-              AND {AMBIENT_DOCUMENT} @@ quote_literal(t.lexeme)::tsquery
-            LIMIT :cap
-        ) s
-    ), df AS (
-        SELECT lexeme, count(*) AS n FROM hits GROUP BY lexeme HAVING count(*) < :cap
-    ), scored AS (
-        SELECT h.id, sum(ln(1.0 + 1000000.0 / df.n::float8)) AS score,
-               max(h.created_at) AS created_at
-        FROM hits h JOIN df USING (lexeme)
-        GROUP BY h.id
-        ORDER BY score DESC, created_at DESC
-        LIMIT :ambient_limit
+              AND {AMBIENT_DOCUMENT} @@ quote_literal(t.lexeme)::tsquery""",  # noqa: S608
+        "ambient_limit",
     )
+    + """
     SELECT s.id, s.kind, s.source, s.mode, s.priority, s.data, s.trust, s.created_at,
            s.occurred_at, sc.score AS rank
     FROM scored sc JOIN signals s ON s.id = sc.id
     ORDER BY sc.score DESC, s.created_at DESC
-"""  # noqa: S608 - AMBIENT_DOCUMENT is a constant expression, no input
+"""
+)
 
 
 def recent_activity(

@@ -74,26 +74,27 @@ _PUBLIC = (
 # tell anything apart, like a stop word: it is dropped, which also bounds the work per word.
 DF_CAP = 500
 
+
 # Recall scores each memory by the summed rarity (an IDF: ln(1 + C/df)) of the cue words it
 # contains, then prefers the newest. Each word is one bitmap probe of the GIN index, capped at
 # DF_CAP rows, so the cost follows the matches of informative words, not the size of the
 # store; ts_rank_cd over every OR match costs ~60 us a row and was 50x slower on 100k memories.
 # Cue words come from inner_plane.memory.query (letters only), so quote_literal makes a valid
 # single-lexeme tsquery of each.
-RECALL_QUERY = """
+def rarity_scored(cue_param: str, probe: str, limit_param: str) -> str:
+    """The CTEs of rarity-weighted matching, shared by memory recall and ambient relevance:
+    ``terms`` (the cue's lexemes), ``hits`` (each lexeme probed with ``probe``, a
+    ``SELECT id, created_at`` that may use ``t.lexeme``, capped at :cap rows), ``df`` (words too
+    common to count are dropped) and ``scored`` (id, score, created_at; best first)."""
+    return f"""
     WITH terms AS (
         SELECT DISTINCT lexeme
-        FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, :recall_cue))) AS lexeme
+        FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, :{cue_param}))) AS lexeme
         WHERE strpos(lexeme, chr(92)) = 0
     ), hits AS (
-        SELECT t.lexeme, m.id, m.created_at
+        SELECT t.lexeme, p.id, p.created_at
         FROM terms t
-        CROSS JOIN LATERAL (
-            SELECT id, created_at FROM memories
-            WHERE delegate_id = :delegate AND kind = 'learned' AND superseded_by IS NULL
-              AND tsv @@ quote_literal(t.lexeme)::tsquery
-            LIMIT :cap
-        ) m
+        CROSS JOIN LATERAL ({probe} LIMIT :cap) p
     ), df AS (
         SELECT lexeme, count(*) AS n FROM hits GROUP BY lexeme HAVING count(*) < :cap
     ), scored AS (
@@ -102,13 +103,25 @@ RECALL_QUERY = """
         FROM hits h JOIN df USING (lexeme)
         GROUP BY h.id
         ORDER BY score DESC, created_at DESC
-        LIMIT :recall_limit
+        LIMIT :{limit_param}
+    )"""  # noqa: S608 - parameter names and probe are constants, values are bound
+
+
+RECALL_QUERY = (
+    rarity_scored(  # noqa: S608 - constant fragments, parameters bound
+        "recall_cue",
+        """SELECT id, created_at FROM memories
+            WHERE delegate_id = :delegate AND kind = 'learned' AND superseded_by IS NULL
+              AND tsv @@ quote_literal(t.lexeme)::tsquery""",
+        "recall_limit",
     )
+    + """
     SELECT m.id, m.delegate_id, m.kind, m.content, m.relation, m.related_ids, m.source,
            m.signal_id, m.superseded_by, m.created_at, s.score AS rank
     FROM scored s JOIN memories m ON m.id = s.id
     ORDER BY s.score DESC, m.created_at DESC
 """
+)
 RECALL_SQL = text(RECALL_QUERY)
 
 
