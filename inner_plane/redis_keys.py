@@ -19,24 +19,9 @@ def wake_debounce(delegate_id: str) -> str:
     return f"{PREFIX}wake:{delegate_id}"
 
 
-def wake_window(delegate_id: str) -> str:
-    """Start time (ms) of the open batching window of a delegate."""
-    return f"{PREFIX}window:{delegate_id}"
-
-
 def activation_lock(delegate_id: str) -> str:
     """redis-py Lock rejecting a second concurrent activation early (the lease decides)."""
     return f"{PREFIX}lock:activation:{delegate_id}"
-
-
-def user_turn_waiting(delegate_id: str) -> str:
-    """Counter of user turns queued for a delegate: background activations yield to them."""
-    return f"{PREFIX}user-turns:{delegate_id}"
-
-
-def wake_budget(delegate_id: str, hour_bucket: int) -> str:
-    """Autonomous wakes started in one clock hour (loop guard)."""
-    return f"{PREFIX}budget:{delegate_id}:{hour_bucket}"
 
 
 def rate_limit(processor: str, window: int) -> str:

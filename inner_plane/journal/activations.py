@@ -182,59 +182,6 @@ def has_work(connection: Connection, delegate_id: str) -> bool:
     )
 
 
-def has_due_signals(connection: Connection, delegate_id: str) -> bool:
-    return (
-        connection.execute(
-            text(f"SELECT 1 FROM signals WHERE {_DUE} AND mode IN ('wake', 'interrupt') LIMIT 1"),  # noqa: S608
-            {"delegate": delegate_id},
-        ).first()
-        is not None
-    )
-
-
-def has_pending_interrupt(connection: Connection, delegate_id: str) -> bool:
-    return (
-        connection.execute(
-            text(f"SELECT 1 FROM signals WHERE {_DUE} AND mode = 'interrupt' LIMIT 1"),  # noqa: S608
-            {"delegate": delegate_id},
-        ).first()
-        is not None
-    )
-
-
-def has_queued_user_turn(connection: Connection, delegate_id: str) -> bool:
-    return (
-        connection.execute(
-            text(
-                "SELECT 1 FROM user_turns WHERE delegate_id = :delegate AND state = 'queued' "
-                "LIMIT 1"
-            ),
-            {"delegate": delegate_id},
-        ).first()
-        is not None
-    )
-
-
-def autonomous_since(
-    connection: Connection, delegate_id: str, seconds: float
-) -> tuple[int, datetime | None]:
-    """Autonomous activations started in the last ``seconds`` and the oldest start among them."""
-    row = connection.execute(
-        text(
-            """
-            SELECT count(*), min(started_at) FROM activations
-             WHERE delegate_id = :delegate AND trigger IN ('wake', 'interrupt', 'drain')
-               AND started_at > now() - make_interval(secs => :seconds)
-            """
-        ),
-        {"delegate": delegate_id, "seconds": seconds},
-    ).one()
-    return int(row[0]), row[1]
-
-
-# --- writes inside the fenced transaction -----------------------------------------------------
-
-
 def add_events(
     connection: Connection,
     events: Iterable[tuple[uuid.UUID, str, str, uuid.UUID | None]],
@@ -262,12 +209,6 @@ def note_due(connection: Connection, delegate_id: str, event: str, reason: str) 
         ),
         {"delegate": delegate_id, "event": event, "reason": reason},
     )
-
-
-def note_signals(
-    connection: Connection, signal_ids: Sequence[uuid.UUID], event: str, reason: str
-) -> None:
-    add_events(connection, ((sid, event, reason, None) for sid in signal_ids))
 
 
 def recover_stale(connection: Connection, delegate_id: str, epoch: int) -> list[Signal]:

@@ -70,14 +70,6 @@ def single_statement(engine: Engine) -> Connection:
     return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
 
-def dispose_engines() -> None:
-    with _engines_lock:
-        for (pid, _), engine in list(_engines.items()):
-            if pid == os.getpid():
-                engine.dispose()
-        _engines.clear()
-
-
 def alembic_config(url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))

@@ -7,8 +7,6 @@ expired lock) writes nothing. PostgreSQL ``now()`` is the only clock: worker clo
 
 from __future__ import annotations
 
-import uuid
-
 from sqlalchemy import Connection, Engine, text
 
 from inner_plane.journal.database import single_statement
@@ -33,7 +31,7 @@ _ACQUIRE = text(
     INSERT INTO leases AS l (delegate_id, epoch, holder, expires_at, updated_at)
     VALUES (:delegate, 1, :holder, now() + make_interval(secs => :ttl), now())
     ON CONFLICT (delegate_id) DO UPDATE
-       SET epoch = l.epoch + 1, holder = EXCLUDED.holder, activation_id = NULL,
+       SET epoch = l.epoch + 1, holder = EXCLUDED.holder,
            expires_at = EXCLUDED.expires_at, updated_at = now()
      WHERE l.holder IS NULL OR l.expires_at < now()
     RETURNING l.epoch,
@@ -51,19 +49,12 @@ _RENEW = text(
 )
 _RELEASE = text(
     """
-    UPDATE leases SET holder = NULL, activation_id = NULL, expires_at = NULL, updated_at = now()
+    UPDATE leases SET holder = NULL, expires_at = NULL, updated_at = now()
      WHERE delegate_id = :delegate AND epoch = :epoch
     RETURNING epoch
     """
 )
 _FENCE = text("SELECT epoch FROM leases WHERE delegate_id = :delegate FOR SHARE")
-_LIVE = text(
-    "SELECT 1 FROM leases WHERE delegate_id = :delegate AND holder IS NOT NULL "
-    "AND expires_at > now()"
-)
-_MARK = text(
-    "UPDATE leases SET activation_id = :activation WHERE delegate_id = :delegate AND epoch = :epoch"
-)
 
 
 def fence(connection: Connection, delegate_id: str, epoch: int) -> None:
@@ -104,22 +95,3 @@ class Leases:
                 _RELEASE, {"delegate": delegate_id, "epoch": epoch}
             ).scalar()
         return released is not None
-
-    def mark_activation(
-        self, connection: Connection, delegate_id: str, epoch: int, activation_id: uuid.UUID
-    ) -> None:
-        connection.execute(
-            _MARK, {"delegate": delegate_id, "epoch": epoch, "activation": activation_id}
-        )
-
-    def live(self, delegate_id: str) -> bool:
-        with self.engine.connect() as connection:
-            return connection.execute(_LIVE, {"delegate": delegate_id}).first() is not None
-
-    def current_epoch(self, delegate_id: str) -> int | None:
-        with self.engine.connect() as connection:
-            value = connection.execute(
-                text("SELECT epoch FROM leases WHERE delegate_id = :delegate"),
-                {"delegate": delegate_id},
-            ).scalar()
-        return None if value is None else int(value)

@@ -102,7 +102,6 @@ class LeaseRow(Base):
     delegate_id: Mapped[str] = mapped_column(Text, primary_key=True)
     epoch: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default=text("0"))
     holder: Mapped[str | None] = mapped_column(Text)
-    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()

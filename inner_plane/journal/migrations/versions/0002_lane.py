@@ -25,7 +25,6 @@ def upgrade() -> None:
         # Fencing token: only ever grows; every write of an activation checks it.
         sa.Column("epoch", sa.BigInteger(), nullable=False, server_default=sa.text("0")),
         sa.Column("holder", sa.Text()),
-        sa.Column("activation_id", UUID),
         sa.Column("expires_at", TS),
         sa.Column("updated_at", TS, nullable=False, server_default=sa.func.now()),
         sa.PrimaryKeyConstraint("delegate_id", name="pk_leases"),
