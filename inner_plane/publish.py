@@ -1,10 +1,10 @@
 """The publish path: validate, apply the kind's policy, deduplicate, journal, log.
 
-Once :func:`publish` returns, the signal is in the journal. Dedup: the journal's unique
-constraints decide (INSERT ... ON CONFLICT DO NOTHING, by id and by (delegate, source,
-dedup_key)), and each dedup key also leaves a Redis ``SET NX`` marker. The marker is sent before
-the insert and its answer read after it, so the two round trips overlap; a marker never decides
-on its own, so one left by a publisher that died before its insert never swallows a signal.
+Once :func:`publish` returns, the signal is in the journal. Dedup has two layers: a Redis
+``SET NX`` marker per dedup key short-circuits repeats (no insert is attempted), and the
+journal's unique constraints decide (INSERT ... ON CONFLICT DO NOTHING, by id and by (delegate,
+source, dedup_key)). A marker hit is always confirmed against the journal, so a marker left by a
+publisher that died before its insert never swallows a signal.
 """
 
 from __future__ import annotations
@@ -50,12 +50,7 @@ class _Prepared:
     def __init__(self, draft: SignalDraft, registry: KindRegistry, now: datetime) -> None:
         self.draft = draft
         policy = registry.policy_for(draft.kind, draft.mode)
-        dedup_key = draft.dedup_key
-        signal_id = draft.id
-        if dedup_key is None and policy.dedup_key_template is not None:
-            dedup_key = _templated_key(policy.dedup_key_template, draft.data)
-            if dedup_key is not None:
-                signal_id = derive_signal_id(draft.delegate_id, draft.source, dedup_key)
+        dedup_key, signal_id = _identity(draft, policy.dedup_key_template)
         if signal_id is None:
             signal_id = uuid.uuid4()
         mode, priority, expires_at, downgraded = settle(
@@ -109,6 +104,16 @@ class _Prepared:
         }
 
 
+def _identity(draft: SignalDraft, template: str | None) -> tuple[str | None, uuid.UUID | None]:
+    """The dedup key (given, or made by the kind's template from the data) and the id it
+    derives; without a dedup key, the draft's own id (None: a random one is assigned)."""
+    if draft.dedup_key is None and template is not None:
+        key = _templated_key(template, draft.data)
+        if key is not None:
+            return key, derive_signal_id(draft.delegate_id, draft.source, key)
+    return draft.dedup_key, draft.id
+
+
 def _templated_key(template: str, data: dict[str, Any]) -> str | None:
     """The dedup key a kind's template makes of the data, or None if the data lacks its fields
     (then the signal is published without a dedup key)."""
@@ -150,18 +155,9 @@ def with_stable_identity(draft: SignalDraft, registry: KindRegistry) -> SignalDr
     """Fill in the dedup key from the kind's template (if the data has its fields) and the id:
     derived from the dedup key, else random. Done before a signal leaves the process, so a
     redelivered Celery message is recognised as the same signal."""
-    if draft.dedup_key is None:
-        template = registry.policy_for(draft.kind).dedup_key_template
-        key = None if template is None else _templated_key(template, draft.data)
-        if key is not None:
-            return draft.model_copy(
-                update={
-                    "dedup_key": key,
-                    "id": derive_signal_id(draft.delegate_id, draft.source, key),
-                }
-            )
-    if draft.id is None:
-        return draft.model_copy(update={"id": uuid.uuid4()})
+    dedup_key, signal_id = _identity(draft, registry.policy_for(draft.kind).dedup_key_template)
+    if dedup_key != draft.dedup_key or signal_id is None:
+        return draft.model_copy(update={"dedup_key": dedup_key, "id": signal_id or uuid.uuid4()})
     return draft
 
 
