@@ -36,7 +36,7 @@ from inner_plane.http.schemas import (
     SignalBatch,
 )
 from inner_plane.runtime import Runtime, get_runtime
-from inner_plane.signals.model import PublishResult, Signal, SignalError, Trust
+from inner_plane.signals.model import Signal, SignalError
 from inner_plane.sources import auth, grants
 
 
@@ -66,19 +66,6 @@ def parse_request(body: bytes) -> tuple[list[Any], bool]:
     return signals, True
 
 
-def _published(result: PublishResult, trust: Trust) -> dict[str, Any]:
-    # The PublishedSignal shape, built directly: this runs once per signal of every batch.
-    return {
-        "id": str(result.id),
-        "deduplicated": result.deduplicated,
-        "kind": result.kind,
-        "delegate_id": result.delegate_id,
-        "mode": result.mode.value,
-        "priority": result.priority,
-        "trust": trust.value,
-    }
-
-
 def publish_request(
     runtime_factory: Callable[[], Runtime],
     method: str,
@@ -99,7 +86,7 @@ def publish_request(
         raise errors.forbidden(error.field, error.reason) from None
     except JOURNAL_DOWN:
         raise errors.unavailable() from None
-    items = [_published(result, trust) for result, trust in published]
+    items = [grants.published_view(result, trust) for result, trust in published]
     status = 200 if all(item["deduplicated"] for item in items) else 201
     return status, ({"signals": items} if batch else items[0])
 

@@ -45,15 +45,7 @@ def _publish(resolve: Resolver, ctx: Context, raw: dict[str, Any]) -> dict[str, 
         [(result, trust)] = grants.publish_for(runtime, processor, [raw])
     except (SignalError, grants.GrantError, ApiError, *JOURNAL_DOWN) as error:
         raise _tool_error(error) from None
-    return {
-        "id": str(result.id),
-        "deduplicated": result.deduplicated,
-        "kind": result.kind,
-        "delegate_id": result.delegate_id,
-        "mode": result.mode.value,
-        "priority": result.priority,
-        "trust": trust.value,
-    }
+    return grants.published_view(result, trust)
 
 
 def _status(resolve: Resolver, ctx: Context, signal_id: str) -> dict[str, Any]:

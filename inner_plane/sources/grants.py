@@ -200,3 +200,17 @@ def status_for(runtime: Runtime, processor: Processor, signal_id: uuid.UUID) -> 
     if signal is None or signal.source != source_of(processor):
         return None
     return signal
+
+
+def published_view(result: PublishResult, trust: Trust) -> dict[str, Any]:
+    """What HTTP and MCP answer for one accepted signal (the PublishedSignal shape), built
+    directly: it runs once per signal of every batch."""
+    return {
+        "id": str(result.id),
+        "deduplicated": result.deduplicated,
+        "kind": result.kind,
+        "delegate_id": result.delegate_id,
+        "mode": result.mode.value,
+        "priority": result.priority,
+        "trust": trust.value,
+    }
