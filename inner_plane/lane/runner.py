@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -46,7 +46,6 @@ from inner_plane.journal.database import single_statement
 from inner_plane.journal.leases import LeaseLost, Leases, fence
 from inner_plane.lane.guard import Heartbeat, LaneGuard
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import Signal
 
 # Rescheduling beyond this is left to the sweeper: Celery countdowns must stay far below the
 # broker's visibility timeout or Redis redelivers them in a loop.
@@ -74,15 +73,8 @@ class _Step:
     turn_id: uuid.UUID | None
 
 
-Hook = Callable[[Connection, str, dict[str, Any]], None]
-
-
 def holder_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-
-
-def _signal_fields(signal: Signal) -> dict[str, Any]:
-    return logs.of_signal(signal)
 
 
 def _activation_fields(activation: Activation) -> dict[str, Any]:
@@ -160,12 +152,9 @@ class Lane:
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
         """A transaction on the connection this lane run holds (one checkout per run, not per
-        transaction: no pool ping or reset round trips between the run's transactions)."""
+        transaction: no pool reset round trips between the run's transactions)."""
         connection = self._connection
-        if connection is None:
-            with self.runtime.engine.begin() as fresh:
-                yield fresh
-            return
+        assert connection is not None, "only inside Lane.run"
         with connection.begin():
             yield connection
 
@@ -188,7 +177,7 @@ class Lane:
             fence(connection, delegate_id, epoch)
             recovered = journal.recover_stale(connection, delegate_id, epoch)
         for signal in recovered:
-            logs.emit("recovered", **_signal_fields(signal), reason="claim of a lost activation")
+            logs.emit("recovered", **logs.of_signal(signal), reason="claim of a lost activation")
 
     def _drain(
         self,
@@ -290,7 +279,7 @@ class Lane:
             )
             if turn is None and not claimed:
                 for signal in dead:
-                    logs.emit("dead", **_signal_fields(signal), reason=signal.last_error)
+                    logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
                 return None
             journal.insert_activation(
                 connection,
@@ -323,7 +312,7 @@ class Lane:
             if turn is not None and claimed:
                 self._conversation(connection, activation, "inner.context.attached", {})
         for signal in dead:
-            logs.emit("dead", **_signal_fields(signal), reason=signal.last_error)
+            logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
         logs.emit("batch", **_activation_fields(activation), reason=why)
         return _Step(activation, None if turn is None else turn.id)
 
@@ -410,7 +399,7 @@ class Lane:
         for signal_id, state, disposition, reason, _ in outcomes:
             logs.emit(
                 state if state != "pending" else "deferred",
-                **_signal_fields(by_id[signal_id]),
+                **logs.of_signal(by_id[signal_id]),
                 disposition=disposition,
                 reason=reason,
                 activation=activation.id,
@@ -418,7 +407,7 @@ class Lane:
         for signal_id in unrendered:
             logs.emit(
                 "returned",
-                **_signal_fields(by_id[signal_id]),
+                **logs.of_signal(by_id[signal_id]),
                 reason="not rendered",
                 activation=activation.id,
             )
@@ -491,13 +480,13 @@ class Lane:
         for signal in retrying:
             logs.emit(
                 "retry_scheduled",
-                **_signal_fields(signal),
+                **logs.of_signal(signal),
                 attempts=signal.attempts,
                 available_at=signal.available_at,
             )
         for signal in dead:
             logs.emit(
-                "dead", **_signal_fields(signal), attempts=signal.attempts, reason=error[:500]
+                "dead", **logs.of_signal(signal), attempts=signal.attempts, reason=error[:500]
             )
 
     # --- records written by the composer's modules, when present ---------------------------
