@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
-from inner_plane.journal.signals import _to_signal
+from inner_plane.journal.signals import _to_signal, add_events
 from inner_plane.signals.model import Signal
 
 # Due = pending, available, not expired. Ambient signals never start or join a batch.
@@ -180,21 +180,6 @@ def has_work(connection: Connection, delegate_id: str) -> bool:
             {"delegate": delegate_id},
         ).scalar()
     )
-
-
-def add_events(
-    connection: Connection,
-    events: Iterable[tuple[uuid.UUID, str, str, uuid.UUID | None]],
-) -> None:
-    rows = [{"signal": s, "event": e, "reason": r, "activation": a} for s, e, r, a in events]
-    if rows:
-        connection.execute(
-            text(
-                "INSERT INTO signal_events (signal_id, event, reason, activation_id) "
-                "VALUES (:signal, :event, :reason, :activation)"
-            ),
-            rows,
-        )
 
 
 def note_due(connection: Connection, delegate_id: str, event: str, reason: str) -> None:

@@ -162,6 +162,23 @@ def _insert_one_form(dialect: Dialect) -> tuple[str, _Processors]:
     return form
 
 
+def add_events(
+    connection: Connection,
+    events: Iterable[tuple[uuid.UUID, str, str, uuid.UUID | None]],
+) -> None:
+    """Record (signal, event, reason, activation) rows of a signal's history in the caller's
+    transaction: why it was (or was not yet) delivered."""
+    rows = [{"signal": s, "event": e, "reason": r, "activation": a} for s, e, r, a in events]
+    if rows:
+        connection.execute(
+            text(
+                "INSERT INTO signal_events (signal_id, event, reason, activation_id) "
+                "VALUES (:signal, :event, :reason, :activation)"
+            ),
+            rows,
+        )
+
+
 class SignalJournal:
     """Reads and writes of the ``signals`` table for one database."""
 
@@ -200,13 +217,7 @@ class SignalJournal:
         if not signal_ids:
             return
         with self.engine.begin() as connection:
-            connection.execute(
-                text(
-                    "INSERT INTO signal_events (signal_id, event, reason) "
-                    "VALUES (:signal, :event, :reason)"
-                ),
-                [{"signal": s, "event": event, "reason": reason} for s in signal_ids],
-            )
+            add_events(connection, ((s, event, reason, None) for s in signal_ids))
 
     def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
         wanted = list(ids)
