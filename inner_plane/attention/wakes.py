@@ -40,11 +40,6 @@ def _open_windows(runtime: Runtime, delegate_ids: Sequence[str]) -> list[bool]:
     the window (or Redis is unreachable: a redundant activation is a no-op, a lost one is not)."""
     ttl_ms = runtime.settings.batch_max_age_ms + 5_000
     try:
-        if len(delegate_ids) == 1:
-            fresh = runtime.redis.set(
-                redis_keys.wake_debounce(delegate_ids[0]), "1", nx=True, px=ttl_ms
-            )
-            return [bool(fresh)]
         pipeline = runtime.redis.pipeline(transaction=False)
         for delegate_id in delegate_ids:
             pipeline.set(redis_keys.wake_debounce(delegate_id), "1", nx=True, px=ttl_ms)

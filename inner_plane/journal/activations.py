@@ -235,24 +235,6 @@ def recover_stale(connection: Connection, delegate_id: str, epoch: int) -> list[
     return recovered
 
 
-def expire_due(connection: Connection, delegate_id: str | None = None) -> list[Signal]:
-    where = "state = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()"
-    params: dict[str, Any] = {}
-    if delegate_id is not None:
-        where += " AND delegate_id = :delegate"
-        params["delegate"] = delegate_id
-    rows = connection.execute(
-        text(
-            f"UPDATE signals SET state = 'expired', updated_at = now(), settled_at = now() "  # noqa: S608
-            f"WHERE {where} RETURNING *"
-        ),
-        params,
-    ).all()
-    expired = [_to_signal(row) for row in rows]
-    add_events(connection, ((s.id, "expired", "past expires_at", None) for s in expired))
-    return expired
-
-
 def kill_exhausted(connection: Connection, delegate_id: str) -> list[Signal]:
     """Due signals that already used every attempt (e.g. a worker killed mid-run each time)
     become dead instead of being claimed again."""
@@ -710,8 +692,18 @@ class ActivationJournal:
         return [row[0] for row in rows]
 
     def expire_all(self) -> list[Signal]:
+        """Pending signals past their expires_at become expired (ambient ones, mostly)."""
         with self.engine.begin() as connection:
-            return expire_due(connection)
+            rows = connection.execute(
+                text(
+                    "UPDATE signals SET state = 'expired', updated_at = now(), settled_at = now() "
+                    "WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= now() "
+                    "RETURNING *"
+                )
+            ).all()
+            expired = [_to_signal(row) for row in rows]
+            add_events(connection, ((s.id, "expired", "past expires_at", None) for s in expired))
+        return expired
 
 
 _ACTIVATION_COLUMNS = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -423,3 +423,25 @@ def test_publish_schedules_one_debounced_activate_per_window(runtime) -> None:
     headers = json.loads(messages[0])["headers"]
     assert headers["task"] == "inner_plane.activate"
     assert headers["argsrepr"] == "('default',)"
+
+
+def test_signals_past_expires_at_are_never_claimed_and_the_sweeper_expires_them(
+    lane_runtime, context_log
+) -> None:
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    stale_wake = publish(kind="task.completed", source="copilot", expires_at=past).id
+    stale_ambient = publish(kind="memory.inserted", source="memory", expires_at=past).id
+    fresh = publish(kind="memory.inserted", source="memory").id
+
+    assert lane(lane_runtime).run("default").activations == []  # nothing due to claim
+    report = sweep(lane_runtime)
+
+    assert report.expired == 2
+    for signal_id in (stale_wake, stale_ambient):
+        signal = lane_runtime.signals.get(signal_id)
+        assert signal is not None and signal.state is State.EXPIRED
+        assert [e.event for e in ActivationJournal(lane_runtime.engine).events(signal_id)] == [
+            "expired"
+        ]
+    assert lane_runtime.signals.get(fresh).state is State.PENDING  # type: ignore[union-attr]
+    assert len(context_log.lines("expired")) == 2
