@@ -11,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from inner_plane import celery_bridge
+from inner_plane import celery_bridge, logs
+from inner_plane.attention.wakes import schedule_wake
 from inner_plane.cli.common import fail, print_json, runtime
 from inner_plane.journal.activations import ActivationJournal
 from inner_plane.publish import publish_drafts, validate, wire_form, with_stable_identity
@@ -176,9 +177,6 @@ def retry_signal(signal_id: Annotated[str, typer.Argument(metavar="ID")]) -> Non
     signal = journal.retry_signal(_parse_id(signal_id))
     if signal is None:
         fail(f"signal {signal_id} is not dead, dismissed or expired (or does not exist)", 1)
-    from inner_plane import logs
-    from inner_plane.attention.wakes import schedule_wake
-
     logs.emit("retried", **logs.of_signal(signal), reason="operator retry")
     if signal.mode.value in ("wake", "interrupt"):
         schedule_wake(runtime(), signal.delegate_id, urgent=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
+from inner_plane.journal.leases import LeaseLost
 from inner_plane.journal.signals import _to_signal, add_events
 from inner_plane.signals.model import Signal
 
@@ -360,8 +361,6 @@ def finish_activation(
     """Close the activation, fenced: it raises LeaseLost (and the caller's transaction rolls
     back every write it made) unless ``epoch`` is still the delegate's lease epoch. The share
     lock orders the whole transaction against a concurrent takeover."""
-    from inner_plane.journal.leases import LeaseLost
-
     finished: datetime | None = connection.execute(
         text(
             """
