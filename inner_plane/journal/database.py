@@ -77,8 +77,8 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str, revision: str = "heads") -> None:
-    """Apply migrations (each capability keeps its own branch; 'heads' applies them all)."""
+def upgrade(url: str, revision: str = "head") -> None:
+    """Apply every migration (one line of revisions: later ones stack on `0008_one_head`)."""
     command.upgrade(alembic_config(url), revision)
 
 
