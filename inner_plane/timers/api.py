@@ -1,4 +1,5 @@
-"""Dynamic timers through Python: add, list (with static ones and each next due time), cancel."""
+"""Dynamic timers through Python: add (also from the agent's loose arguments: ``set_timer``), list
+(with static ones and each next due time), cancel."""
 
 from __future__ import annotations
 
@@ -221,3 +222,30 @@ def cancel_timer(
         timer_id=info.id,
     )
     return info
+
+
+def set_timer(
+    purpose: str,
+    at: str | None = None,
+    every_s: float | None = None,
+    cron: str | None = None,
+    timezone: str | None = None,
+    name: str | None = None,
+    *,
+    delegate_id: str = "default",
+    runtime: Runtime | None = None,
+) -> dict[str, Any]:
+    """Create a dynamic timer for the delegate from the agent's arguments ("remind me at five");
+    return it (with its next due time). Errors are TimerError with a message the model can read
+    and correct; nothing is stored on error."""
+    runtime = runtime or get_runtime()
+    raw: dict[str, Any] = {
+        "name": name or f"reminder-{uuid.uuid4().hex[:8]}",
+        "delegate_id": delegate_id,
+        "purpose": purpose,
+        "timezone": timezone or runtime.settings.delegate_timezone or "UTC",
+    }
+    for key, value in (("at", at), ("every_s", every_s), ("cron", cron)):
+        if value is not None:
+            raw[key] = value
+    return add_timer(TimerSpec.parse(raw), runtime=runtime, created_by="agent").public()

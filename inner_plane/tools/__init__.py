@@ -2,12 +2,7 @@
 activity from the journal) plus whatever a deployment registers through configuration
 (``INNER_PLANE_TOOLS``) or the ``inner_plane.tools`` entry-point group."""
 
-from inner_plane.tools.registry import (
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolRegistry,
-    build_registry,
-)
+from inner_plane.tools.build import build_registry
+from inner_plane.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
 
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "build_registry"]
