@@ -4,7 +4,6 @@
 user turn through the activation lane.
 """
 
-from inner_plane.attention import wakes as _wakes  # noqa: F401  (registers wake scheduling)
 from inner_plane.lane.user_turns import user_turn
 from inner_plane.publish import publish, publish_many
 from inner_plane.signals.model import Mode, PublishResult, SignalDraft, SignalError, Trust

@@ -1,4 +1,5 @@
-"""The publish path: validate, apply the kind's policy, deduplicate, journal, log.
+"""The publish path: validate, apply the kind's policy, deduplicate, journal, log, then hand the
+new signals to the attention broker (wake scheduling).
 
 Once :func:`publish` returns, the signal is in the journal. Dedup has two layers: a Redis
 ``SET NX`` marker per dedup key short-circuits repeats (no insert is attempted), and the
@@ -10,13 +11,14 @@ publisher that died before its insert never swallows a signal.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import redis
 
 from inner_plane import logs, redis_keys
+from inner_plane.attention.wakes import wake_on_publish
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import (
@@ -26,17 +28,6 @@ from inner_plane.signals.model import (
     SignalError,
     derive_signal_id,
 )
-
-# Called with the newly journaled signals (not duplicates), after the commit. The attention
-# broker registers here to schedule wakes; the publish path itself knows nothing about lanes.
-AfterPublish = Callable[[Runtime, Sequence[PublishResult]], None]
-_after_publish: list[AfterPublish] = []
-
-
-def on_published(callback: AfterPublish) -> AfterPublish:
-    if callback not in _after_publish:
-        _after_publish.append(callback)
-    return callback
 
 
 class _Prepared:
@@ -261,8 +252,10 @@ def publish_drafts(
             "interrupt requested by a kind not permitted to interrupt; treated as wake",
         )
     if fresh:
-        for callback in _after_publish:
-            callback(runtime, fresh)
+        # After the commit, with the newly journaled signals only (not duplicates): the
+        # attention broker decides which of them open or join a wake window. A direct call, so
+        # no import order can leave a process publishing without waking.
+        wake_on_publish(runtime, fresh)
     return results
 
 
@@ -311,7 +304,6 @@ __all__ = [
     "PublishResult",
     "SignalDraft",
     "SignalError",
-    "on_published",
     "publish",
     "publish_drafts",
     "publish_many",
