@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-logo
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict inner_plane
+	$(BIN)/mypy --strict inner_plane workers beat_schedule
 
 test: lint typecheck
 	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
@@ -38,4 +38,4 @@ bench: $(STAMP)
 	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .inner-plane-test .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .inner-plane-test .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

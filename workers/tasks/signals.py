@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypedDict
 
 from celery import shared_task
 from celery.exceptions import Reject
@@ -16,7 +17,17 @@ from inner_plane.signals.model import SignalError
 # A store outage is not the signal's fault: retry (bounded backoff, never past a minute so the
 # countdown stays far below the visibility timeout) rather than ack and lose the signal.
 TRANSIENT = (OperationalError, RedisError)
-RETRY = {
+
+
+class RetryOptions(TypedDict):
+    autoretry_for: Sequence[type[BaseException]]
+    retry_backoff: int
+    retry_backoff_max: int
+    retry_jitter: bool
+    max_retries: int | None
+
+
+RETRY: RetryOptions = {
     "autoretry_for": TRANSIENT,
     "retry_backoff": 1,
     "retry_backoff_max": 60,
