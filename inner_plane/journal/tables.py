@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -24,6 +25,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+# Migrations name their constraints in full ("ck_signals_mode") and Alembic applies this
+# convention on top, so the database holds "ck_signals_ck_signals_mode"; the mirrors give the
+# same full names so both sides come out identical.
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -33,6 +37,17 @@ NAMING = {
 
 MODES = ("ambient", "next-turn", "wake", "interrupt")
 STATES = ("pending", "claimed", "delivered", "dismissed", "expired", "dead")
+FINISHED = ("delivered", "dismissed", "expired", "dead")
+ACTIVATION_STATES = ("running", "completed", "failed", "interrupted", "abandoned")
+USER_TURN_STATES = ("queued", "running", "done", "failed")
+
+# The document of an ambient signal: kind, source and data. The expression of
+# ix_signals_ambient_fts (migration 0004_composer), spelled as Alembic reflects it back so the
+# schema check compares it exactly; queries must use it, or the index is not used.
+AMBIENT_DOCUMENT = (
+    "to_tsvector('english'::regconfig, (((replace(kind, '.'::text, ' '::text) || ' '::text) "
+    "|| source) || ' '::text) || data::text)"
+)
 
 
 class Base(DeclarativeBase):
@@ -76,10 +91,10 @@ class SignalRow(Base):
 
     __table_args__ = (
         UniqueConstraint("delegate_id", "source", "dedup_key"),
-        CheckConstraint(f"mode IN {MODES}", name="mode"),
-        CheckConstraint(f"state IN {STATES}", name="state"),
-        CheckConstraint("priority BETWEEN 0 AND 100", name="priority"),
-        CheckConstraint("jsonb_typeof(data) = 'object'", name="data_object"),
+        CheckConstraint(f"mode IN {MODES}", name="ck_signals_mode"),
+        CheckConstraint(f"state IN {STATES}", name="ck_signals_state"),
+        CheckConstraint("priority BETWEEN 0 AND 100", name="ck_signals_priority"),
+        CheckConstraint("jsonb_typeof(data) = 'object'", name="ck_signals_data_object"),
         # Serves "pending signals of a delegate by priority then age"; partial, so it stays small
         # however long the delivered history grows.
         Index(
@@ -91,6 +106,27 @@ class SignalRow(Base):
         ),
         Index("ix_signals_delegate_created", "delegate_id", "created_at"),
         Index("ix_signals_state_available", "state", "available_at"),
+        # Due work of a delegate (wake/interrupt), for the window decision and the sweeper.
+        Index(
+            "ix_signals_due_wake",
+            "delegate_id",
+            "available_at",
+            postgresql_where=text("state = 'pending' AND mode IN ('wake', 'interrupt')"),
+        ),
+        Index("ix_signals_claimed", "delegate_id", postgresql_where=text("state = 'claimed'")),
+        # Retention: finished signals by age.
+        Index(
+            "ix_signals_finished_updated",
+            "updated_at",
+            postgresql_where=text(f"state IN {FINISHED}"),
+        ),
+        # Relevant-ambient lookup: full text over retained ambient signals.
+        Index(
+            "ix_signals_ambient_fts",
+            text(AMBIENT_DOCUMENT),
+            postgresql_using="gin",
+            postgresql_where=text("mode = 'ambient'"),
+        ),
     )
 
 
@@ -128,6 +164,15 @@ class ActivationRow(Base):
     agent: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     reply: Mapped[str | None] = mapped_column(Text)
 
+    __table_args__ = (
+        CheckConstraint(f"state IN {ACTIVATION_STATES}", name="ck_activations_state"),
+        Index("ix_activations_delegate_seq", "delegate_id", "seq"),
+        # At most one running activation per delegate is the lease's job; this finds it.
+        Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
+        # The wake budget counts a delegate's recent activations.
+        Index("ix_activations_delegate_started", "delegate_id", "started_at"),
+    )
+
 
 class UserTurnRow(Base):
     __tablename__ = "user_turns"
@@ -145,6 +190,17 @@ class UserTurnRow(Base):
     reply: Mapped[str | None] = mapped_column(Text)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
+    __table_args__ = (
+        CheckConstraint(f"state IN {USER_TURN_STATES}", name="ck_user_turns_state"),
+        # (`text` is a column of this table here, hence the qualified name.)
+        Index(
+            "ix_user_turns_queued",
+            "delegate_id",
+            "seq",
+            postgresql_where=sqlalchemy.text("state = 'queued'"),
+        ),
+    )
+
 
 class SignalEventRow(Base):
     """Why a signal was or was not delivered yet: deferrals, claims, recoveries, retries."""
@@ -159,3 +215,5 @@ class SignalEventRow(Base):
     event: Mapped[str] = mapped_column(Text, nullable=False)
     reason: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+
+    __table_args__ = (Index("ix_signal_events_signal", "signal_id", "id"),)
