@@ -107,7 +107,18 @@ def load(url: str, size: int, seed: int = 15) -> None:
     signal_ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(size)]
     activation_ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(size)]
     conversation_ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(DELEGATES)]
-    words = ("budget invoice report meeting travel review draft summary renewal contract").split(" ")
+    words = [
+        "budget",
+        "invoice",
+        "report",
+        "meeting",
+        "travel",
+        "review",
+        "draft",
+        "summary",
+        "renewal",
+        "contract",
+    ]
 
     def signal_lines() -> Iterator[str]:
         for i, sid in enumerate(signal_ids):
@@ -239,8 +250,7 @@ def load(url: str, size: int, seed: int = 15) -> None:
         _copy(
             cursor,
             "user_turns",
-            "id, delegate_id, channel, text, state, created_at, activation_id, reply, "
-            "finished_at",
+            "id, delegate_id, channel, text, state, created_at, activation_id, reply, finished_at",
             turn_lines(),
         )
         _copy(
