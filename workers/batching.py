@@ -3,7 +3,8 @@
 A Celery task strategy runs in the worker's main process for every message of its task: this
 one keeps ``inner_plane.publish`` messages in a buffer instead of handing each to a pool child,
 and journals the buffer as one ``publish_drafts`` call (one Redis round trip, one insert, one
-commit) when it holds ``BATCH`` messages or ``FLUSH_S`` after the first one arrived. Then:
+commit) when it holds ``INNER_PLANE_INGEST_BATCH`` messages (500) or
+``INNER_PLANE_INGEST_FLUSH_MS`` (10 ms) after the first one arrived. Then:
 
 - every message is acked only after the transaction that holds its signal committed; until then
   it is unacknowledged in the broker, so a worker killed mid-buffer loses nothing (the broker
@@ -32,11 +33,10 @@ from redis import RedisError
 from sqlalchemy.exc import OperationalError
 
 from inner_plane import logs
+from inner_plane.config import load_settings
 from inner_plane.publish import publish_drafts, validate
 from inner_plane.signals.model import SignalDraft, SignalError
 
-BATCH = 500
-FLUSH_S = 0.01
 RETRY_S = 1.0
 TRANSIENT = (OperationalError, RedisError)
 
@@ -50,7 +50,7 @@ class _Held:
     reject: Callable[..., Any]
     task_id: str
     raw: Any
-    # Whether the prefetch was raised for it (only up to BATCH held messages: while the stores
+    # Whether the prefetch was raised for it (only up to a batch of held messages: while the stores
     # are down the buffer stops growing at the worker's ordinary prefetch).
     counted: bool
 
@@ -64,6 +64,8 @@ def _signal_of(message: Any) -> Any:
 
 def buffered_publish(task: Task, app: Celery, consumer: Any, **_: Any) -> Callable[..., None]:
     """The strategy of the one-signal publish task (``Task.Strategy`` names this function)."""
+    settings = load_settings()
+    batch_size, flush_s = settings.ingest_batch, settings.ingest_flush_ms / 1000
     held: list[_Held] = []
     errors = consumer.connection_errors
     timer = consumer.timer
@@ -133,15 +135,15 @@ def buffered_publish(task: Task, app: Celery, consumer: Any, **_: Any) -> Callab
             return
         if info:
             logger.info("Task %s[%s] received", task.name, task_id)
-        counted = len(held) < BATCH
+        counted = len(held) < batch_size
         if counted:
             consumer.qos.increment_eventually()  # built after the strategies
         held.append(_Held(message, ack, reject, task_id, raw, counted))
-        if len(held) >= BATCH:
+        if len(held) >= batch_size:
             for entry in scheduled:
                 entry.cancel()
             flush()
         elif not scheduled:
-            scheduled.append(timer.call_after(FLUSH_S, flush))
+            scheduled.append(timer.call_after(flush_s, flush))
 
     return on_message
