@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 import weakref
@@ -249,7 +250,7 @@ class SignalJournal:
         kind: str | None = None,
         limit: int = 50,
         before: int | None = None,
-    ) -> tuple[list[Signal], int | None]:
+    ) -> tuple[builtins.list[Signal], int | None]:
         """Newest first, keyset-paged: ``before`` is the cursor returned with the previous page
         (a ``seq``), and the cursor returned is None on the last page. An index leading with
         ``seq`` (alone, or after delegate or state) lets the scan stop after ``limit`` rows,
