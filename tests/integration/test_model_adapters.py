@@ -25,7 +25,7 @@ from inner_plane.config import build_settings
 from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
-from tests.composer.helpers import activation_for
+from tests.support.activations import activation_for
 from tests.support.chat_wire import ChatReply, ChatServer, call
 from tests.support.model_wire import Fault, ModelServer, rate_limited, server_error, slow
 from tests.support.responses_wire import ResponsesServer, function_call, message, reasoning
