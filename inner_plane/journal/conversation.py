@@ -74,7 +74,7 @@ class ConversationEventRow(Base):
 
     __table_args__ = (
         Index("ix_conversation_events_delegate_seq", "delegate_id", "seq"),
-        # Migration 0009_flat_costs: the composer's history reads only the messages.
+        # Migration 0010_flat_costs: the composer's history reads only the messages.
         Index(
             "ix_conversation_events_messages",
             "conversation_id",

@@ -92,7 +92,7 @@ class SignalRow(Base):
         ),
         Index("ix_signals_delegate_created", "delegate_id", "created_at"),
         Index("ix_signals_state_available", "state", "available_at"),
-        # Migration 0009_flat_costs: one partial index per live predicate, and seq-led ones
+        # Migration 0010_flat_costs: one partial index per live predicate, and seq-led ones
         # for the newest-first lists (keyset-paged).
         Index(
             "ix_signals_due",

@@ -1,7 +1,7 @@
 """flat costs: partial indexes matching each predicate of the lane, sweeper and lists
 
-Revision ID: 0009_flat_costs
-Revises: 0008_one_head
+Revision ID: 0010_flat_costs
+Revises: 0009_lane_notices
 Create Date: 2026-12-01
 
 Every index here serves a query whose cost must not grow with the journal (issue 15): the
@@ -13,8 +13,8 @@ lists stop after the rows they return.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009_flat_costs"
-down_revision = "0008_one_head"
+revision = "0010_flat_costs"
+down_revision = "0009_lane_notices"
 branch_labels = None
 depends_on = None
 
