@@ -89,6 +89,13 @@ class ConversationEventRow(Base):
         Index("ix_conversation_events_delegate_seq", "delegate_id", "seq"),
         Index("ix_conversation_events_conversation_seq", "conversation_id", "seq"),
         Index("ix_conversation_events_activation", "activation_id"),
+        # Migration 0010_flat_costs: the composer's history reads only the messages.
+        Index(
+            "ix_conversation_events_messages",
+            "conversation_id",
+            "seq",
+            postgresql_where=sqlalchemy.text("type IN ('user.message', 'assistant.message')"),
+        ),
     )
 
 

@@ -7,7 +7,6 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -22,6 +21,7 @@ from sqlalchemy import (
     func,
     text,
 )
+from sqlalchemy import text as sa_text  # UserTurnRow has a column named text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -127,6 +127,24 @@ class SignalRow(Base):
             postgresql_using="gin",
             postgresql_where=text("mode = 'ambient'"),
         ),
+        # Migration 0010_flat_costs: one partial index per live predicate, and seq-led ones
+        # for the newest-first lists (keyset-paged).
+        Index(
+            "ix_signals_due",
+            "delegate_id",
+            text("priority DESC"),
+            "seq",
+            postgresql_where=text("state = 'pending' AND mode <> 'ambient'"),
+        ),
+        Index(
+            "ix_signals_pending_expiry",
+            "expires_at",
+            postgresql_where=text("state = 'pending' AND expires_at IS NOT NULL"),
+        ),
+        Index("ix_signals_claimed_by", "claimed_by", postgresql_where=text("state = 'claimed'")),
+        Index("ix_signals_seq", "seq"),
+        Index("ix_signals_delegate_seq", "delegate_id", "seq"),
+        Index("ix_signals_state_seq", "state", "seq"),
     )
 
 
@@ -167,11 +185,16 @@ class ActivationRow(Base):
     __table_args__ = (
         CheckConstraint(f"state IN {ACTIVATION_STATES}", name="ck_activations_state"),
         Index("ix_activations_delegate_seq", "delegate_id", "seq"),
-        # At most one running activation per delegate is the lease's job; this finds it.
+        # The running activation of a delegate (the lease keeps it to one).
         Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
         # The wake budget counts a delegate's recent activations.
         Index("ix_activations_delegate_started", "delegate_id", "started_at"),
+        Index("ix_activations_seq", "seq"),
     )
+
+
+_QUEUED = "state = 'queued'"
+_RUNNING = "state = 'running'"
 
 
 class UserTurnRow(Base):
@@ -192,13 +215,16 @@ class UserTurnRow(Base):
 
     __table_args__ = (
         CheckConstraint(f"state IN {USER_TURN_STATES}", name="ck_user_turns_state"),
-        # (`text` is a column of this table here, hence the qualified name.)
         Index(
             "ix_user_turns_queued",
             "delegate_id",
             "seq",
-            postgresql_where=sqlalchemy.text("state = 'queued'"),
+            postgresql_where=sa_text("state = 'queued'"),
         ),
+        Index(
+            "ix_user_turns_running", "delegate_id", postgresql_where=sa_text("state = 'running'")
+        ),
+        Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
     )
 
 

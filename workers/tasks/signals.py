@@ -36,7 +36,17 @@ RETRY: RetryOptions = {
 }
 
 
-@shared_task(name=names.PUBLISH_TASK, acks_late=True, serializer="json", **RETRY)
+# In a worker, messages of this task never reach the body below: the strategy journals them many
+# per transaction and acks each after its commit (workers/batching.py). The body serves direct
+# calls (``publish_signal(...)``, ``.apply()``). Celery takes task-class attributes such as
+# Strategy as options; the celery-types stubs list only the common ones, hence the ignore.
+@shared_task(  # type: ignore[call-overload,untyped-decorator]
+    name=names.PUBLISH_TASK,
+    acks_late=True,
+    serializer="json",
+    Strategy="workers.batching:buffered_publish",
+    **RETRY,
+)
 def publish_signal(signal: Any) -> dict[str, Any]:
     try:
         return publish(signal, via="celery").public()
