@@ -10,6 +10,7 @@ from inner_plane.cli import (
     activations,
     db,
     memory,
+    operators,
     processes,
     processors,
     serve,
@@ -43,6 +44,7 @@ app.add_typer(memory.memory_app, name="memory")
 app.add_typer(thoughtflow.thoughtflow_app, name="thoughtflow")
 app.command("timeline")(timeline.timeline)
 app.add_typer(processors.processors_app, name="processors")
+app.add_typer(operators.operators_app, name="operators")
 app.command("serve")(serve.serve)
 app.command("mcp")(serve.mcp)
 
