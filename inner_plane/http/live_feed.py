@@ -146,12 +146,14 @@ class LiveFeed:
 
     async def stream(
         self,
+        sub: Subscription,
         start: Position | None,
         wanted: Callable[[LiveEvent], bool],
         disconnected: Callable[[], object],
     ) -> AsyncIterator[str]:
-        """SSE text: every event after ``start`` (or from now) that ``wanted`` accepts."""
-        sub = self.subscribe()
+        """SSE text: every event after ``start`` (or, without one, after the moment ``sub``
+        joined) that ``wanted`` accepts. Subscribe before the response starts, so that a client
+        that has its headers misses nothing written after."""
         try:
             yield "retry: 1000\n\n"
             position = sub.joined_at

@@ -420,7 +420,12 @@ def build_router(
             except ValueError as error:
                 raise errors.invalid("Last-Event-ID", str(error)) from None
         topics = None if topic is None else [t for t in topic.split(",") if t]
-        stream = feed().stream(start, wanted_by(delegate, topics), request.is_disconnected)
+        live_feed = feed()
+        await run_in_threadpool(live_feed.start)  # blocks until it listens, the first time
+        subscription = live_feed.subscribe()
+        stream = live_feed.stream(
+            subscription, start, wanted_by(delegate, topics), request.is_disconnected
+        )
         return StreamingResponse(
             stream,
             media_type="text/event-stream",
