@@ -42,10 +42,7 @@ def big_journal(runtime: Runtime) -> Runtime:
             )
         )
         connection.execute(
-            text(
-                "INSERT INTO signal_events (signal_id, event) "
-                "SELECT id, 'claimed' FROM signals"
-            )
+            text("INSERT INTO signal_events (signal_id, event) SELECT id, 'claimed' FROM signals")
         )
         connection.execute(
             text(
@@ -101,9 +98,7 @@ def plans(runtime: Runtime, statements: list[tuple[str, Any]]) -> list[str]:
     return found
 
 
-def test_operator_reads_use_indexes(
-    big_journal: Runtime, captured: list[tuple[str, Any]]
-) -> None:
+def test_operator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[str, Any]]) -> None:
     engine = big_journal.engine
     with engine.connect() as connection:
         some_activation = connection.execute(text("SELECT id FROM activations LIMIT 1")).scalar()
@@ -132,8 +127,6 @@ def test_operator_reads_use_indexes(
         live.read_after(connection, Position(0, 0))
         live.horizon(connection)
     assert len(captured) >= len(calls)
-    for statement, plan in zip(
-        (s for s, _ in captured), plans(big_journal, captured), strict=True
-    ):
+    for statement, plan in zip((s for s, _ in captured), plans(big_journal, captured), strict=True):
         for table in GROWING:
             assert f"Seq Scan on {table}" not in plan, f"{statement}\n{plan}"
