@@ -126,7 +126,7 @@ def search_signals(
     with_events: bool = True,
 ) -> Page:
     """Signals newest first (by journal order), each with its events. With a delegate the page
-    walks ix_signals_delegate_seq, dead letters ix_signals_dead, otherwise ix_signals_seq."""
+    walks ix_signals_delegate_seq, a state ix_signals_state_seq, otherwise ix_signals_seq."""
     where = ["TRUE"]
     params: dict[str, Any] = {"limit": _limit(limit) + 1}
     if cursor is not None:

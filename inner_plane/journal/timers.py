@@ -66,7 +66,7 @@ class TimerRow(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
-    # The operator who cancelled it (migration 0009_operator_view).
+    # The operator who cancelled it (migration 0011_operator_view).
     cancelled_by: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (

@@ -1,8 +1,8 @@
 """operator view: read indexes, operator credentials, actor columns, the live event log and the
 triggers that feed it (NOTIFY in the writing transaction, ids only)
 
-Revision ID: 0009_operator_view
-Revises: 0008_one_head
+Revision ID: 0011_operator_view
+Revises: 0010_flat_costs
 Create Date: 2026-12-01
 """
 
@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0009_operator_view"
-down_revision = "0008_one_head"
+revision = "0011_operator_view"
+down_revision = "0010_flat_costs"
 branch_labels = None
 depends_on = None
 
@@ -50,12 +50,7 @@ def _function(table: str, key: str, topic: str) -> str:
 
 
 def upgrade() -> None:
-    # Keyset pages of signals: newest first, globally, per delegate, and dead letters.
-    op.create_index("ix_signals_seq", "signals", ["seq"], unique=True)
-    op.create_index("ix_signals_delegate_seq", "signals", ["delegate_id", "seq"])
-    op.create_index(
-        "ix_signals_dead", "signals", ["seq"], postgresql_where=sa.text("state = 'dead'")
-    )
+    # Keyset pages: a delegate's dead letters (the other lists use 0010's seq-led indexes).
     op.create_index(
         "ix_signals_dead_delegate",
         "signals",
@@ -117,6 +112,3 @@ def downgrade() -> None:
     op.drop_column("signal_events", "actor")
     op.drop_index("ix_timers_delegate_created", "timers")
     op.drop_index("ix_signals_dead_delegate", "signals")
-    op.drop_index("ix_signals_dead", "signals")
-    op.drop_index("ix_signals_delegate_seq", "signals")
-    op.drop_index("ix_signals_seq", "signals")
