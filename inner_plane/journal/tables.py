@@ -180,6 +180,36 @@ class UserTurnRow(Base):
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
     activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    reply: Mapped[str | None] = mapped_column(Text)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index(
+            "ix_user_turns_queued",
+            "delegate_id",
+            "seq",
+            postgresql_where=sa_text("state = 'queued'"),
+        ),
+        Index(
+            "ix_user_turns_running", "delegate_id", postgresql_where=sa_text("state = 'running'")
+        ),
+        Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
+    )
+
+
+class SignalEventRow(Base):
+    """Why a signal was or was not delivered yet: deferrals, claims, recoveries, retries."""
+
+    __tablename__ = "signal_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    signal_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()")
+    )
+    event: Mapped[str] = mapped_column(Text, nullable=False)
+    reason: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     # The operator who caused the event (NULL: the plane itself).
     actor: Mapped[str | None] = mapped_column(Text)
 
@@ -229,33 +259,3 @@ class LiveEventRow(Base):
     data: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
     __table_args__ = (Index("ix_live_events_xid_id", "xid", "id"),)
-    reply: Mapped[str | None] = mapped_column(Text)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-
-    __table_args__ = (
-        Index(
-            "ix_user_turns_queued",
-            "delegate_id",
-            "seq",
-            postgresql_where=sa_text("state = 'queued'"),
-        ),
-        Index(
-            "ix_user_turns_running", "delegate_id", postgresql_where=sa_text("state = 'running'")
-        ),
-        Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
-    )
-
-
-class SignalEventRow(Base):
-    """Why a signal was or was not delivered yet: deferrals, claims, recoveries, retries."""
-
-    __tablename__ = "signal_events"
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
-    signal_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
-    at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()")
-    )
-    event: Mapped[str] = mapped_column(Text, nullable=False)
-    reason: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
-    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
