@@ -90,10 +90,11 @@ def load_command(name: str) -> Command | None:
 
 
 class LazyCommands(Mapping[str, Command]):
-    """The root's commands, each imported on first access."""
+    """The root's commands: the table's, each imported on first access, and any registered
+    eagerly with ``app.command`` / ``app.add_typer``."""
 
-    def __init__(self) -> None:
-        self._loaded: dict[str, Command] = {}
+    def __init__(self, eager: Mapping[str, Command]) -> None:
+        self._loaded: dict[str, Command] = dict(eager)
 
     def __getitem__(self, name: str) -> Command:
         if name not in self._loaded:
@@ -104,10 +105,10 @@ class LazyCommands(Mapping[str, Command]):
         return self._loaded[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(COMMANDS)
+        return iter(list(COMMANDS) + [n for n in self._loaded if n not in COMMANDS])
 
     def __len__(self) -> int:
-        return len(COMMANDS)
+        return len(list(iter(self)))
 
 
 class LazyGroup(TyperGroup):
@@ -116,15 +117,15 @@ class LazyGroup(TyperGroup):
     @property  # type: ignore[override]
     def commands(self) -> LazyCommands:
         if self._lazy is None:
-            self._lazy = LazyCommands()
+            self._lazy = LazyCommands({})
         return self._lazy
 
     @commands.setter
-    def commands(self, _value: object) -> None:
-        """The table above is the only source of commands."""
+    def commands(self, value: Mapping[str, Command] | None) -> None:
+        self._lazy = LazyCommands(value or {})
 
     def list_commands(self, ctx: Context) -> list[str]:
-        return list(COMMANDS)
+        return list(self.commands)
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         return self.commands.get(cmd_name)
@@ -132,7 +133,10 @@ class LazyGroup(TyperGroup):
     def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
         # From the table above: listing the commands imports none of them.
         with formatter.section("Commands"):
-            formatter.write_dl([(name, entry.summary) for name, entry in COMMANDS.items()])
+            rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
+            eager = [n for n in self.commands._loaded if n not in COMMANDS]
+            rows += [(n, self.commands[n].get_short_help_str()) for n in eager]
+            formatter.write_dl(rows)
 
 
 def _version(value: bool) -> None:
