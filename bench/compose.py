@@ -43,7 +43,7 @@ from psycopg.types.json import Jsonb  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 from inner_plane import logs  # noqa: E402
-from inner_plane.agent.port import Activation, Trigger  # noqa: E402
+from inner_plane.activation import Activation, Trigger  # noqa: E402
 from inner_plane.composer.compose import ContextComposer  # noqa: E402
 from inner_plane.composer.cue import cue_words, query_text  # noqa: E402
 from inner_plane.config import build_settings  # noqa: E402

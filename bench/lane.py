@@ -30,12 +30,12 @@ os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-benc
 from sqlalchemy import text  # noqa: E402
 
 from inner_plane import logs  # noqa: E402
-from inner_plane.agent.factory import load_composer  # noqa: E402
-from inner_plane.agent.port import AgentResult, Disposition, Settlement  # noqa: E402
+from inner_plane.activation import AgentResult, Disposition, Settlement  # noqa: E402
 from inner_plane.config import build_settings  # noqa: E402
 from inner_plane.lane.runner import Lane  # noqa: E402
 from inner_plane.publish import publish, publish_many  # noqa: E402
 from inner_plane.runtime import build_runtime, set_runtime  # noqa: E402
+from inner_plane.wiring import load_composer  # noqa: E402
 from tests.support.processes import ChildProcess, celery_worker  # noqa: E402
 from tests.support.stores import start_stores, truncate_all  # noqa: E402
 

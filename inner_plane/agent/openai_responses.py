@@ -16,7 +16,8 @@ from typing import Any
 
 import openai
 
-from inner_plane.agent.port import AgentResult, StepGuard, WorkingContext
+from inner_plane.activation import AgentResult, WorkingContext
+from inner_plane.agent.port import StepGuard
 from inner_plane.config import ConfigError
 from inner_plane.runtime import Runtime
 from inner_plane.tools import ToolContext, ToolError, ToolRegistry, build_registry
@@ -45,7 +46,9 @@ class OpenAIResponsesAgent:
         self.compact_threshold = compact_threshold
 
     @classmethod
-    def from_runtime(cls, runtime: Runtime) -> OpenAIResponsesAgent:
+    def from_runtime(
+        cls, runtime: Runtime, tools: ToolRegistry | None = None
+    ) -> OpenAIResponsesAgent:
         settings = runtime.settings
         if not settings.openai_model:
             raise ConfigError("INNER_PLANE_OPENAI_MODEL: required by the openai agent")
@@ -63,7 +66,7 @@ class OpenAIResponsesAgent:
             runtime,
             client,
             settings.openai_model,
-            build_registry(runtime),
+            build_registry(runtime) if tools is None else tools,
             max_steps=settings.openai_max_steps,
             compact_threshold=settings.openai_compact_threshold,
         )

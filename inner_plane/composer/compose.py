@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from inner_plane import logs
-from inner_plane.agent.port import Activation, ContextItem, WorkingContext
+from inner_plane.activation import Activation, ContextItem, WorkingContext
 from inner_plane.composer import fence
 from inner_plane.composer.budget import (
     BYTES_PER_TOKEN,
