@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from inner_plane.agent.chat_completions import ChatCompletionsAgent
 from inner_plane.agent.dry_run import DryRunAgent
 from inner_plane.agent.openai_responses import OpenAIResponsesAgent
 from inner_plane.agent.port import BaseAgent, Composer
@@ -27,8 +28,16 @@ _agents: dict[str, AgentFactory] = {
     "standin": lambda runtime: StandinAgent(),
     "scripted": lambda runtime: ScriptedAgent.from_json(runtime.settings.agent_script),
     "dry-run": lambda runtime: DryRunAgent(),
-    "openai": lambda runtime: OpenAIResponsesAgent.from_runtime(runtime, build_registry(runtime)),
+    "openai": lambda runtime: _model_agent(runtime),
 }
+
+
+def _model_agent(runtime: Runtime) -> BaseAgent:
+    """The model agent in the wire format INNER_PLANE_OPENAI_API names, with the tools."""
+    tools = build_registry(runtime)
+    if runtime.settings.openai_api == "chat_completions":
+        return ChatCompletionsAgent.from_runtime(runtime, tools)
+    return OpenAIResponsesAgent.from_runtime(runtime, tools)
 
 
 def register_agent(name: str, factory: AgentFactory) -> None:
