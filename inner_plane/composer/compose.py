@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from inner_plane import logs
-from inner_plane.agent.port import Activation, ContextItem, WorkingContext
+from inner_plane.activation import Activation, ContextItem, WorkingContext
 from inner_plane.composer import fence
 from inner_plane.composer.budget import (
     BYTES_PER_TOKEN,
