@@ -32,6 +32,7 @@ class Entry:
 
 COMMANDS: dict[str, Entry] = {
     "up": Entry("processes", "up", "Run the whole plane here: stores, workers, beat, API, Flower."),
+    "status": Entry("status", "status", "The running plane at a glance; exit 0/1/2."),
     "health": Entry("health", "health_app", "One-shot probes for healthchecks (exit 0 or 1)."),
     "publish": Entry("signals", "publish_command", "Publish one inner signal."),
     "say": Entry("activations", "say", "Send a user turn to a delegate."),
