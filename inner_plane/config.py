@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     # Publish path.
     dedup_ttl_s: int = Field(default=86_400, ge=1)
     db_pool_size: int = Field(default=5, ge=1, le=100)
+    # A signals worker journals one-signal messages many per transaction: at most this many,
+    # waiting at most this long after the first (workers/batching.py).
+    ingest_batch: int = Field(default=500, ge=1, le=10_000)
+    ingest_flush_ms: int = Field(default=10, ge=0, le=10_000)
 
     # Celery limits (seconds). The broker visibility timeout is derived from the hard limit.
     task_soft_time_limit_s: int = Field(default=240, ge=1)
