@@ -21,6 +21,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
+from inner_plane.config import load_settings
+from inner_plane.http import operator_api
+from inner_plane.http.live_feed import LiveFeed
+from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.schemas import (
     ExternalSignal,
     Health,
@@ -142,13 +146,29 @@ def create_app(
     runtime_factory: Callable[[], Runtime] = get_runtime,
     max_body_bytes: int = MAX_BODY_BYTES,
     mounts: Sequence[Mount] = (),
+    bind_host: str | None = None,
 ) -> FastAPI:
+    """The API. ``bind_host`` is where the server listens (default: INNER_PLANE_API_HOST):
+    off loopback, even reads need an operator credential."""
+    gate = OperatorGate(runtime_factory, bind_host or load_settings().api_host)
+    feeds: list[LiveFeed] = []
+
+    def feed() -> LiveFeed:
+        if not feeds:
+            runtime = runtime_factory()
+            feeds.append(LiveFeed(runtime.database_url, runtime.engine))
+        return feeds[0]
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            for _, mounted_lifespan in mounts:
-                await stack.enter_async_context(mounted_lifespan())
-            yield
+        try:
+            async with AsyncExitStack() as stack:
+                for _, mounted_lifespan in mounts:
+                    await stack.enter_async_context(mounted_lifespan())
+                yield
+        finally:
+            for started in feeds:
+                await run_in_threadpool(started.stop)
 
     app = FastAPI(
         title="inner-plane signals API",
@@ -162,6 +182,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_exception_handler(ApiError, errors.handle_api_error)
+    app.include_router(operator_api.build_router(runtime_factory, gate, feed))
     for route, _ in mounts:
         app.router.routes.append(route)
 
@@ -224,11 +245,20 @@ def create_app(
             schema["components"]["securitySchemes"] = {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "hmac": {"type": "apiKey", "in": "header", "name": "X-Inner-Plane-Signature"},
+                "operator": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An operator token (`inner-plane operators add`), or the "
+                    "UI's session cookie; never a processor's credential",
+                },
             }
             for path, operations in schema["paths"].items():
                 if path.startswith("/v1/"):
                     for operation in operations.values():
-                        operation["security"] = [{"bearer": []}, {"hmac": []}]
+                        if "operator" in operation.get("tags", []):
+                            operation["security"] = [{"operator": []}]
+                        else:
+                            operation["security"] = [{"bearer": []}, {"hmac": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 

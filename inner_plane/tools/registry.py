@@ -7,10 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from inner_plane.agent.port import Activation, Settlement, StepGuard
+from inner_plane.activation import Activation, Settlement
 from inner_plane.runtime import Runtime
+
+
+class EffectKeys(Protocol):
+    """What a tool needs of the activation's step guard (the lane's ``StepGuard`` is one): the
+    idempotency key of a step's external effect. Declared here so the tools sit below the
+    agent adapters that call them."""
+
+    def effect_key(self, step: int) -> str: ...
 
 
 class ToolError(Exception):
@@ -24,7 +32,7 @@ class ToolContext:
     runtime: Runtime
     activation: Activation
     rendered_signal_ids: frozenset[Any]
-    guard: StepGuard
+    guard: EffectKeys
     step: int
     settlements: dict[Any, Settlement] = field(default_factory=dict)
     call_index: int = 0  # position of the current call among the step's tool calls
