@@ -21,7 +21,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/lint-imports --no-logo
+	$(BIN)/lint-imports --no-logo --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict inner_plane workers beat_schedule

@@ -53,6 +53,11 @@ FORBIDDEN = [
     ("inner_plane/lane/sweeper.py", "from kombu import Queue", "celery"),
     ("inner_plane/http/schemas.py", "import inner_plane.mcp_adapter.tools", "faces"),
     ("inner_plane/mcp_adapter/tools.py", "import inner_plane.http.schemas", "faces"),
+    ("inner_plane/journal/signals.py", "import inner_plane.publish", "journal"),
+    ("inner_plane/cli/common.py", "import inner_plane.composer.compose", "wiring"),
+    ("inner_plane/lane/sweeper.py", "import inner_plane.agent.dry_run", "wiring"),
+    ("inner_plane/timers/tick.py", "import inner_plane.lane.sweeper", "layers"),
+    ("inner_plane/journal/signals.py", "import inner_plane.runtime", "layers"),
 ]
 
 
