@@ -1,5 +1,7 @@
 """Beat wiring: the periodic work Celery Beat runs (timer tick, sweeper, retention), and the
-check that refuses to start beat on an invalid timers file."""
+check that refuses to start beat on an invalid timers file.
+
+May import ``timers``, ``celery_bridge``, ``config`` and Celery."""
 
 from __future__ import annotations
 

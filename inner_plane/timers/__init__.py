@@ -2,6 +2,9 @@
 
 Timers carry no behaviour: a due moment becomes a signal with the timer's identity, scheduled
 time, recurrence and purpose, and the shared recall and prompt path decides what it means.
+
+Owns schedules, the missed-moment policy, the static timers file, the tick and the timers
+API. May import ``publish``, ``journal``, ``runtime`` and the pure layer.
 """
 
 from inner_plane.timers.api import (
