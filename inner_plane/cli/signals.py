@@ -14,7 +14,7 @@ import typer
 from inner_plane import celery_bridge, logs
 from inner_plane.attention.wakes import schedule_wake
 from inner_plane.cli.common import fail, print_json, runtime
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.publish import publish_drafts, validate, wire_form, with_stable_identity
 from inner_plane.signals.model import Mode, SignalError, State, Trust
 
@@ -121,12 +121,19 @@ def list_signals(
     state: Annotated[str | None, typer.Option("--state")] = None,
     kind: Annotated[str | None, typer.Option("--kind")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 50,
+    before: Annotated[
+        int | None,
+        typer.Option("--before", min=1, help="Page cursor printed after the previous page."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """List journaled signals, newest first."""
+    """List journaled signals, newest first (keyset-paged: --before continues a page)."""
     if state is not None and state not in {s.value for s in State}:
         fail(f"--state: {state!r} is not one of {', '.join(s.value for s in State)}")
-    rows = runtime().signals.list(delegate, state, kind, limit)
+    rows, cursor = runtime().signals.page(delegate, state, kind, limit, before)
+    if cursor is not None:
+        # On stderr, so the listing (text or JSON) on stdout keeps its shape.
+        typer.echo(f"more: --before {cursor}", err=True)
     if as_json:
         print_json([row.public() for row in rows])
         return
