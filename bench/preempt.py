@@ -21,7 +21,7 @@ import httpx
 
 from bench.harness import QUICK, summary
 from inner_plane.config import Settings
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.lane.user_turns import user_turn
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime

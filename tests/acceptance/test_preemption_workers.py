@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.thoughtflow import get_thoughtflow
 from inner_plane.lane.user_turns import user_turn
 from inner_plane.publish import publish

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from inner_plane.agent.factory import load_agent
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.thoughtflow import get_thoughtflow
 from inner_plane.lane.runner import Lane, LaneOutcome
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.signals.model import State
+from inner_plane.wiring import load_agent
 from tests.support.model_wire import Fault, slow
 from tests.support.responses_wire import ResponsesServer, function_call, message
 
@@ -70,14 +70,16 @@ def test_a_failed_run_keeps_its_tool_actions_and_usage(
 
     outcome = _lane(lane_runtime, server).run("default")
 
-    [activation_id] = outcome.activations
+    activation_id = outcome.activations[0]  # the retry ran in the same drain
     flow = get_thoughtflow(lane_runtime.engine, activation_id)
     assert flow is not None and "HTTP 400" in flow["error"]
     assert [a["name"] for a in flow["tool_actions"]] == ["settle_signal"]
     assert flow["usage"]["requests"] == 1 and flow["usage"]["input_tokens"] > 0
     assert flow["dispositions"][str(done.id)]["disposition"] == "failed"
+    # The failed run's "acted" was never applied: the retry (answered "ok", settling nothing)
+    # decided the signal.
     signal = lane_runtime.signals.get(done.id)
-    assert signal is not None and signal.state is State.PENDING  # retried later, not settled
+    assert signal is not None and signal.state is State.DISMISSED and signal.attempts == 2
 
 
 def test_a_turn_interrupts_a_streaming_call_and_is_answered_next(
