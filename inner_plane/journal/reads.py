@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
-from inner_plane.journal import predicates
+from inner_plane.journal.predicates import WAKING, due
 
 MAX_LIMIT = 500
 
@@ -469,10 +469,9 @@ SELECT delegate_id FROM (
 ) d ORDER BY delegate_id LIMIT :limit
 """
 
-DUE_WAKING = predicates.due(predicates.WAKING, per_delegate=False)
-
 # One row per delegate; every figure is an index range of that delegate (partial indexes for
 # pending, claimed, dead and due-wake signals, running activations and queued turns).
+_DUE_WAKE = due(WAKING, of="d.delegate_id", alias="s")
 _OVERVIEW = f"""
 SELECT d.delegate_id,
        l.epoch, l.holder, l.expires_at,
@@ -489,7 +488,7 @@ SELECT d.delegate_id,
        (SELECT min(created_at) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'pending') AS oldest_pending,
        (SELECT count(*) FROM signals s
-         WHERE s.delegate_id = d.delegate_id AND {DUE_WAKING}) AS due_now,
+         WHERE {_DUE_WAKE}) AS due_now,
        (SELECT min(available_at) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'pending'
            AND s.mode IN ('wake', 'interrupt') AND s.available_at > now()) AS next_signal_due,
@@ -509,7 +508,7 @@ SELECT d.delegate_id,
   FROM unnest(CAST(:delegates AS text[])) AS d(delegate_id)
   LEFT JOIN leases l ON l.delegate_id = d.delegate_id
  ORDER BY d.delegate_id
-"""  # noqa: S608 - the due rule is a constant fragment
+"""  # noqa: S608 - constant fragment
 
 _LAST_ACTIVATION = f"""
 SELECT DISTINCT ON (d.delegate_id) d.delegate_id, a.*
