@@ -41,6 +41,12 @@ def on_published(callback: AfterPublish) -> AfterPublish:
     return callback
 
 
+def _register_default_hooks() -> None:
+    """The attention broker registers its wake scheduling when imported; import it on the first
+    publication (the package itself loads lazily, so nothing else guarantees it)."""
+    import inner_plane.attention.wakes  # noqa: F401
+
+
 class _Prepared:
     """One draft with its stable identity and the kind's policy applied, and its journal row.
 
@@ -277,6 +283,7 @@ class Journaled:
             # Durable too: `signals show` explains why the signal did not interrupt.
             self.runtime.signals.add_events(downgraded, "downgraded", _DOWNGRADED_EVENT)
         if fresh:
+            _register_default_hooks()
             for callback in _after_publish:
                 callback(self.runtime, fresh)
         return results
