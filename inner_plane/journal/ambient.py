@@ -15,7 +15,7 @@ from inner_plane.journal.tables import SignalRow
 _S = cast(Table, SignalRow.__table__)
 
 # The document of an ambient signal: kind, source and data. Must match the expression of
-# ix_signals_ambient_fts (migrations 0004_composer, 0012_ambient_fts_pending) exactly, or the
+# ix_signals_ambient_fts (migrations 0004_composer, 0013_ambient_fts_pending) exactly, or the
 # index is not used.
 AMBIENT_DOCUMENT = (
     "to_tsvector('english'::regconfig, replace(kind, '.', ' ') || ' ' || source || ' ' || "

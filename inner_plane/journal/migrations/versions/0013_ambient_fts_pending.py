@@ -1,7 +1,7 @@
 """ambient full text: index only the pending ambient signals (the ones relevance reads)
 
-Revision ID: 0012_ambient_fts_pending
-Revises: 0011_operator_view
+Revision ID: 0013_ambient_fts_pending
+Revises: 0012_timeline_turns
 Create Date: 2026-12-01
 
 The relevant-ambient query reads pending ambient signals only; with every ambient signal in the
@@ -12,8 +12,8 @@ inner_plane/journal/ambient.py AMBIENT_DOCUMENT exactly).
 
 from alembic import op
 
-revision = "0012_ambient_fts_pending"
-down_revision = "0011_operator_view"
+revision = "0013_ambient_fts_pending"
+down_revision = "0012_timeline_turns"
 branch_labels = None
 depends_on = None
 
