@@ -9,6 +9,7 @@ publisher that died before its insert never swallows a signal.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -24,7 +25,9 @@ from inner_plane.signals.model import (
     PublishResult,
     SignalDraft,
     SignalError,
+    Trust,
     derive_signal_id,
+    is_dedup_key,
 )
 
 # Called with the newly journaled signals (not duplicates), after the commit. The attention
@@ -79,8 +82,21 @@ class _Prepared:
             "expires_at": expires_at,
         }
 
-    def result(self, deduplicated: bool) -> PublishResult:
+    def result(self, deduplicated: bool, stored: dict[str, Any] | None = None) -> PublishResult:
+        """This publication's answer; a duplicate answers with the stored signal (a replay
+        with another kind or mode learns what the journal holds, not what it sent)."""
         draft = self.draft
+        if stored is not None:
+            return PublishResult(
+                id=self.signal_id,
+                deduplicated=True,
+                kind=stored["kind"],
+                source=stored["source"],
+                mode=Mode(stored["mode"]),
+                priority=stored["priority"],
+                delegate_id=stored["delegate_id"],
+                trust=Trust(stored["trust"]),
+            )
         return PublishResult(
             id=self.signal_id,
             deduplicated=deduplicated,
@@ -89,6 +105,7 @@ class _Prepared:
             mode=self.mode,
             priority=self.priority,
             delegate_id=draft.delegate_id,
+            trust=draft.trust,
         )
 
     def log_fields(self, **more: Any) -> dict[str, Any]:
@@ -121,6 +138,10 @@ def _templated_key(template: str, data: dict[str, Any]) -> str | None:
         key = template.format(**data)
     except (KeyError, IndexError, ValueError):
         return None
+    if key and not is_dedup_key(key):
+        # The data's text is the publisher's: a control character or an overlong value still
+        # makes one stable key, as its digest.
+        return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return key or None
 
 
@@ -225,9 +246,13 @@ def publish_drafts(
     # Repeats short-circuit on Redis: a marked signal that the journal confirms is not inserted
     # again. Everything else is inserted; ON CONFLICT DO NOTHING decides races and lost markers.
     marked = _marked_before(runtime, unique)
-    known = runtime.signals.existing_ids(marked) if marked else set()
-    to_insert = [p for p in unique if p.signal_id not in known] if known else unique
+    stored = runtime.signals.identities(marked) if marked else {}
+    to_insert = [p for p in unique if p.signal_id not in stored] if stored else unique
     inserted = runtime.signals.insert([p.row for p in to_insert]) if to_insert else set()
+    if len(inserted) < len(to_insert):
+        # Duplicates the journal's constraints caught: answer with what it holds.
+        lost = [p.signal_id for p in to_insert if p.signal_id not in inserted]
+        stored.update(runtime.signals.identities(lost))
 
     results: list[PublishResult] = []
     fresh: list[PublishResult] = []
@@ -235,7 +260,12 @@ def publish_drafts(
     logged: set[uuid.UUID] = set()
     for p in prepared:
         is_new = p.signal_id in inserted and p.signal_id not in logged
-        result = p.result(deduplicated=not is_new)
+        if is_new:
+            result = p.result(False)
+        elif p.signal_id in inserted:  # a repeat inside this call: the first one stands
+            result = first[p.signal_id].result(True)
+        else:
+            result = p.result(True, stored.get(p.signal_id))
         results.append(result)
         if is_new:
             logged.add(p.signal_id)

@@ -227,6 +227,17 @@ class SignalJournal:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
             return set(found.scalars().all())
 
+    def identities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        """What a duplicate publication answers with: the stored signal's id, delegate, kind,
+        source, mode, priority and trust, by id (primary-key lookups)."""
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        columns = (_T.c.id, _T.c.delegate_id, _T.c.kind, _T.c.source, _T.c.mode, _T.c.priority)
+        with self._single_statement() as connection:
+            found = connection.execute(select(*columns, _T.c.trust).where(_T.c.id.in_(wanted)))
+            return {row.id: dict(row._mapping) for row in found}
+
     def get(self, signal_id: uuid.UUID) -> Signal | None:
         with self.engine.connect() as connection:
             row = connection.execute(select(_T).where(_T.c.id == signal_id)).first()
