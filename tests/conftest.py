@@ -17,6 +17,18 @@ from inner_plane.signals.kinds import KindRegistry
 from tests.support.processes import ChildProcess
 from tests.support.stores import Stores, start_stores, truncate_all
 
+TESTS = Path(__file__).parent
+KINDS = ("unit", "integration", "acceptance")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test by the folder it is filed in, so `-m unit` (or integration, acceptance)
+    selects one kind."""
+    for item in items:
+        relative = item.path.relative_to(TESTS) if item.path.is_relative_to(TESTS) else None
+        if relative is not None and relative.parts[0] in KINDS:
+            item.add_marker(relative.parts[0])
+
 
 @pytest.fixture(scope="session")
 def stores() -> Iterator[Stores]:

@@ -14,8 +14,8 @@ from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.tools import ToolContext, ToolError, build_registry
-from tests.composer.guard import RecordingGuard
-from tests.composer.helpers import activation_for
+from tests.support.activations import activation_for
+from tests.support.guard import RecordingGuard
 
 
 def _with_tools(runtime: Runtime, tools: str) -> Runtime:
@@ -28,7 +28,7 @@ def _with_tools(runtime: Runtime, tools: str) -> Runtime:
 
 
 def test_registry_holds_plane_tools_and_configured_ones(runtime: Runtime) -> None:
-    registry = build_registry(_with_tools(runtime, "tests.composer.extra_tools:make"))
+    registry = build_registry(_with_tools(runtime, "tests.support.extra_tools:make"))
     assert registry.names() == [
         "settle_signal",
         "describe_background_activity",
@@ -44,10 +44,10 @@ def test_registry_holds_plane_tools_and_configured_ones(runtime: Runtime) -> Non
 @pytest.mark.parametrize(
     ("reference", "message"),
     [
-        ("tests.composer.extra_tools", "is not 'module:factory'"),
-        ("tests.composer.nowhere:make", "cannot load"),
-        ("tests.composer.extra_tools:missing", "cannot load"),
-        ("tests.composer.extra_tools:not_callable", "is not callable"),
+        ("tests.support.extra_tools", "is not 'module:factory'"),
+        ("tests.support.nowhere:make", "cannot load"),
+        ("tests.support.extra_tools:missing", "cannot load"),
+        ("tests.support.extra_tools:not_callable", "is not callable"),
     ],
 )
 def test_bad_tool_configuration_names_the_setting(

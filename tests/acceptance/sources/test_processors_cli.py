@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from inner_plane.runtime import Runtime
 from inner_plane.sources import credentials
-from tests.integration.sources.conftest import bearer, encode, signed
+from tests.support.http_api import bearer, encode, signed
 from tests.support.stores import ROOT, Stores
 
 

@@ -21,7 +21,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Trust
 from inner_plane.sources import credentials, processors
-from tests.integration.sources.conftest import register
+from tests.support.http_api import register
 from tests.support.stores import ROOT, Stores
 
 Session = Callable[[Client], Awaitable[Any]]

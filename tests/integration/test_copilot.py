@@ -1,16 +1,12 @@
 """Copilot task reports: deduplicated per task and status, input-required ranked above
-completion, bad reports refused with nothing stored, and the Celery task for a runner in
-another process."""
+completion, bad reports refused with nothing stored (the Celery task for a runner in another
+process: tests/acceptance/test_copilot_worker.py)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
 
-from inner_plane import celery_bridge
-from inner_plane.config import build_settings
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Mode, SignalError, Trust
 from inner_plane.sources.copilot import (
@@ -19,8 +15,6 @@ from inner_plane.sources.copilot import (
     report_task_completed,
     report_task_failed,
 )
-from tests.support.processes import ChildProcess, start_celery_worker
-from tests.support.stores import Stores
 
 
 def test_completion_carries_task_id_title_delegate_and_result(runtime: Runtime) -> None:
@@ -79,31 +73,3 @@ def test_bad_reports_raise_naming_the_field_and_store_nothing(
         call()  # type: ignore[operator]
     assert error.value.field == field
     assert runtime.signals.count() == 0
-
-
-@pytest.fixture(scope="module")
-def signals_worker(
-    stores: Stores, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ChildProcess]:
-    worker = start_celery_worker(
-        "copilot-signals", stores.env(), tmp_path_factory.mktemp("copilot-worker")
-    )
-    yield worker
-    worker.stop()
-
-
-@pytest.mark.acceptance
-def test_report_task_celery_task_journals_once_per_task_and_status(
-    runtime: Runtime, signals_worker: ChildProcess, stores: Stores
-) -> None:
-    seen = len(signals_worker.output())
-    settings = build_settings(redis_url=stores.redis_url, database_url=stores.database_url)
-    for _ in range(3):  # a runner retrying its report
-        celery_bridge.send_report_task(settings, "input_required", "T-9", "Pay bill", "ana", "OK?")
-    celery_bridge.send_report_task(settings, "completed", "T-9", "Pay bill", "ana", {"paid": 1})
-    celery_bridge.send_report_task(settings, "bogus", "T-9", "Pay bill")  # rejected, dropped
-    # One worker process taking one message at a time: once the last report is rejected, the
-    # ones before it have been handled.
-    signals_worker.wait_for("event=rejected", after=seen)
-    kinds = sorted((s.kind, s.delegate_id) for s in runtime.signals.list())
-    assert kinds == [("task.completed", "ana"), ("task.input_required", "ana")]

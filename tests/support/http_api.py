@@ -1,22 +1,19 @@
-"""A real `inner-plane serve` on the test stores, once per session, and helpers to register
-processors and sign requests."""
+"""Talking to a real `inner-plane serve`: start one and wait until healthy, register processors,
+sign requests (bearer and HMAC)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from inner_plane.runtime import Runtime
 from inner_plane.services.embedded import free_port
 from inner_plane.sources import credentials, processors
 from tests.support.processes import ChildProcess
-from tests.support.stores import Stores
 
 
 def wait_healthy(url: str, child: ChildProcess, timeout: float = 60.0) -> None:
@@ -55,28 +52,6 @@ mode = "wake"
 priority = 80
 interrupt_permitted = true
 """
-
-
-@pytest.fixture(scope="session")
-def api_env(stores: Stores, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    kinds = tmp_path_factory.mktemp("kinds") / "kinds.toml"
-    kinds.write_text(KINDS_TOML)
-    return stores.env(INNER_PLANE_KINDS_FILE=str(kinds))
-
-
-@pytest.fixture(scope="session")
-def api(api_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of a running `inner-plane serve` (one worker) on the test stores."""
-    log_dir = tmp_path_factory.mktemp("api-logs")
-    child, url = start_api("api", api_env, log_dir)
-    yield url
-    child.stop()
-
-
-@pytest.fixture
-def http(api: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api, timeout=30) as client:
-        yield client
 
 
 def register(runtime: Runtime, name: str = "ci", **grant: Any) -> str:

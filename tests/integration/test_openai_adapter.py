@@ -15,9 +15,9 @@ from inner_plane.config import ConfigError, build_settings
 from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
-from tests.composer.guard import RecordingGuard
-from tests.composer.helpers import activation_for
-from tests.composer.responses_server import (
+from tests.support.activations import activation_for
+from tests.support.guard import RecordingGuard
+from tests.support.responses_server import (
     ResponsesServer,
     compaction,
     function_call,
@@ -202,7 +202,7 @@ def test_configured_tools_get_one_effect_key_per_call(
         openai_base_url=server.base_url,
         openai_model="test-model",
         openai_api_key="sk-test",
-        tools="tests.composer.extra_tools:make",
+        tools="tests.support.extra_tools:make",
     )
     agent = OpenAIResponsesAgent.from_runtime(build_runtime(settings, registry=runtime.registry))
     server.script = [

@@ -13,7 +13,7 @@ from inner_plane.composer.compose import ContextComposer
 from inner_plane.memory import remember
 from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import Runtime
-from tests.composer.helpers import activation_for
+from tests.support.activations import activation_for
 
 
 def _section(context: WorkingContext, name: str) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Mode, Trust
 from inner_plane.sources import processors
-from tests.integration.sources.conftest import bearer, encode, register
+from tests.support.http_api import bearer, encode, register
 
 X = {"kind": "external.ci.x"}
 UNAUTHORIZED = {"error": "unauthorized", "message": "missing or invalid credentials"}

@@ -24,9 +24,9 @@ from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.timeline import follow_live, replay, report_capsule
-from tests.composer.guard import RecordingGuard
-from tests.composer.helpers import activation_for
-from tests.composer.responses_server import (
+from tests.support.activations import activation_for
+from tests.support.guard import RecordingGuard
+from tests.support.responses_server import (
     ResponsesServer,
     compaction,
     function_call,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from inner_plane.runtime import Runtime
-from tests.integration.sources.conftest import encode, register, signed
+from tests.support.http_api import encode, register, signed
 
 BODY = encode({"kind": "external.ci.finished", "data": {"build": 1}})
 

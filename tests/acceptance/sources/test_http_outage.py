@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from inner_plane.runtime import Runtime
-from tests.integration.sources.conftest import bearer, encode, register, signed, start_api
-from tests.integration.sources.proxy import TcpProxy
+from tests.support.http_api import bearer, encode, register, signed, start_api
+from tests.support.proxy import TcpProxy
 from tests.support.stores import Stores
 
 

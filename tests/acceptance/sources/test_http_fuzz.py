@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from inner_plane.runtime import Runtime
-from tests.integration.sources.conftest import bearer, register
+from tests.support.http_api import bearer, register
 
 CHECKS = [
     not_a_server_error,

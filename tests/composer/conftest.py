@@ -1,1 +1,0 @@
-"""Fixtures for the composer capability's tests."""
