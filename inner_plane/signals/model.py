@@ -162,8 +162,7 @@ def _aware(name: str) -> AfterValidator:
             raise ValueError(f"{name} must be timezone-aware (add an offset such as +00:00)")
         if not within_window(value):
             raise ValueError(
-                f"{name} must fall between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z "
-                "(its UTC instant)"
+                "must fall between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z (UTC instant)"
             )
         # In UTC: PostgreSQL refuses offsets beyond +-15:59 that Python accepts (+18:00).
         return value.astimezone(UTC)
