@@ -34,7 +34,7 @@ unit: $(STAMP)
 BENCHES := publish lane compose timers http
 
 bench: $(STAMP)
-	for b in $(BENCHES); do $(BIN)/python bench/$$b.py || exit 1; done
+	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .inner-plane-test .pytest_cache .mypy_cache .ruff_cache

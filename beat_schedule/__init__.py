@@ -3,13 +3,18 @@ check that refuses to start beat on an invalid timers file."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
 from typing import Any
 
+import redis
+from celery.beat import PersistentScheduler
 from celery.signals import beat_init
 
 from inner_plane import celery_bridge as names
 from inner_plane.config import Settings, load_settings
+from inner_plane.services.probes import record_beat_tick, redis_client
 from inner_plane.timers.spec import TimerError
 from inner_plane.timers.static import load_static_timers, timers_file
 
@@ -49,3 +54,29 @@ def check_timers_file(**_: Any) -> None:
         raise SystemExit(2) from None
     stream.write(f"inner-plane: beat: {len(specs)} static timer(s) from {path}\n")
     stream.flush()
+
+
+class PlaneScheduler(PersistentScheduler):
+    """Celery's file-backed scheduler that also records each loop in Redis (at most once a
+    second), so `inner-plane health beat`, `status` and /metrics can tell a silent beat."""
+
+    _recorded_at = 0.0
+    _client: redis.Redis | None = None
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        interval: float = super().tick(*args, **kwargs)
+        now = time.monotonic()
+        if now - self._recorded_at >= 1.0:
+            self._recorded_at = now
+            self._record()
+        return interval
+
+    def _record(self) -> None:
+        if self._client is None:
+            url = load_settings().redis_url
+            if url is None:
+                return
+            self._client = redis_client(url)
+        # Redis down: the probe then reports beat silent, which is the truth to act on.
+        with contextlib.suppress(redis.RedisError):
+            record_beat_tick(self._client)

@@ -18,43 +18,36 @@ timers, so machine noise hits them alike. Data is loaded with COPY.
 
 Prints p50/p99 of both and their ratio; the last line is one JSON object with every figure.
 
-    .venv/bin/python bench/compose.py [--quick]
+    .venv/bin/python -m bench.compose [--quick]
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import statistics
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-test-bench-compose"))
+import psycopg
+from psycopg.types.json import Jsonb
+from sqlalchemy import text
 
-import psycopg  # noqa: E402
-from psycopg.types.json import Jsonb  # noqa: E402
-from sqlalchemy import text  # noqa: E402
+from bench import harness
+from bench.harness import QUICK, median, p99, ratio
+from inner_plane import logs
+from inner_plane.agent.port import Activation, Trigger
+from inner_plane.composer.compose import ContextComposer
+from inner_plane.composer.cue import cue_words, query_text
+from inner_plane.config import build_settings
+from inner_plane.journal import memories
+from inner_plane.journal.database import libpq_url
+from inner_plane.publish import publish_many
+from inner_plane.runtime import build_runtime, set_runtime
+from inner_plane.signals.kinds import KindRegistry
+from tests.support.stores import Stores, truncate_all
 
-from inner_plane import logs  # noqa: E402
-from inner_plane.agent.port import Activation, Trigger  # noqa: E402
-from inner_plane.composer.compose import ContextComposer  # noqa: E402
-from inner_plane.composer.cue import cue_words, query_text  # noqa: E402
-from inner_plane.config import build_settings  # noqa: E402
-from inner_plane.journal import memories  # noqa: E402
-from inner_plane.journal.database import libpq_url  # noqa: E402
-from inner_plane.publish import publish_many  # noqa: E402
-from inner_plane.runtime import build_runtime, set_runtime  # noqa: E402
-from inner_plane.signals.kinds import KindRegistry  # noqa: E402
-from tests.support.stores import start_stores, truncate_all  # noqa: E402
-
-QUICK = "--quick" in sys.argv
 MEMORIES = 100_000
 AMBIENT = 100_000
 ITERATIONS = 200 if QUICK else 600
@@ -289,11 +282,6 @@ def sentence(rng: random.Random, words: list[str], weights: list[float]) -> str:
     return " ".join(rng.choices(words, weights, k=rng.randint(6, 14)))
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def load(url: str, rng: random.Random) -> None:
     words, weights = vocabulary(rng)
     now = datetime.now(UTC)
@@ -369,7 +357,11 @@ def load(url: str, rng: random.Random) -> None:
 
 def main() -> None:
     logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - the composer logs each compose
-    stores = start_stores()
+    with harness.stores("compose") as stores:
+        benchmark(stores)
+
+
+def benchmark(stores: Stores) -> None:
     truncate_all(stores.database_url)
     settings = build_settings(
         database_url=stores.database_url, redis_url=stores.redis_url, data_dir=stores.data_dir
@@ -478,25 +470,23 @@ def main() -> None:
         "ambient_signals": AMBIENT,
         "iterations": ITERATIONS,
         "load_s": round(load_s, 2),
-        "compose_p50_ms": round(statistics.median(compose_ms), 3),
-        "compose_p99_ms": round(pct(compose_ms, 0.99), 3),
-        "fts_p50_ms": round(statistics.median(fts_ms), 3),
-        "fts_p99_ms": round(pct(fts_ms, 0.99), 3),
-        "fts_unranked_p50_ms": round(statistics.median(samples["fts_unranked"]), 3),
-        "fts_unranked_p99_ms": round(pct(samples["fts_unranked"], 0.99), 3),
-        "recall_p50_ms": round(statistics.median(samples["recall"]), 3),
-        "recall_p99_ms": round(pct(samples["recall"], 0.99), 3),
+        "compose_p50_ms": round(median(compose_ms), 3),
+        "compose_p99_ms": round(p99(compose_ms), 3),
+        "fts_p50_ms": round(median(fts_ms), 3),
+        "fts_p99_ms": round(p99(fts_ms), 3),
+        "fts_unranked_p50_ms": round(median(samples["fts_unranked"]), 3),
+        "fts_unranked_p99_ms": round(p99(samples["fts_unranked"]), 3),
+        "recall_p50_ms": round(median(samples["recall"]), 3),
+        "recall_p99_ms": round(p99(samples["recall"]), 3),
         "recalled_per_compose": len(first.recalled_memories),
         "estimated_tokens": first.estimated_tokens,
     }
-    figures["compose_vs_fts_p50"] = round(figures["compose_p50_ms"] / figures["fts_p50_ms"], 3)
-    figures["compose_vs_fts_p99"] = round(figures["compose_p99_ms"] / figures["fts_p99_ms"], 3)
-    figures["compose_vs_fts_unranked_p99"] = round(
-        figures["compose_p99_ms"] / figures["fts_unranked_p99_ms"], 3
+    figures["compose_vs_fts_p50"] = ratio(figures["compose_p50_ms"], figures["fts_p50_ms"])
+    figures["compose_vs_fts_p99"] = ratio(figures["compose_p99_ms"], figures["fts_p99_ms"])
+    figures["compose_vs_fts_unranked_p99"] = ratio(
+        figures["compose_p99_ms"], figures["fts_unranked_p99_ms"]
     )
-    figures["compose_vs_recall_p99"] = round(
-        figures["compose_p99_ms"] / figures["recall_p99_ms"], 3
-    )
+    figures["compose_vs_recall_p99"] = ratio(figures["compose_p99_ms"], figures["recall_p99_ms"])
     figures["meets_targets"] = (
         figures["compose_p99_ms"] <= TARGET_P99_MS and figures["compose_vs_fts_p99"] <= TARGET_RATIO
     )
@@ -513,9 +503,7 @@ def main() -> None:
         f"compose/FTS p50 x{figures['compose_vs_fts_p50']}  p99 x{figures['compose_vs_fts_p99']} "
         f"(targets: p99 <= {TARGET_P99_MS} ms and <= {TARGET_RATIO}x)"
     )
-    print(json.dumps(figures))
-    if stores.services is not None:
-        stores.services.stop()
+    harness.emit(figures)
 
 
 if __name__ == "__main__":

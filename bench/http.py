@@ -14,7 +14,7 @@ rounds, with p99 request latency. The signals table is emptied between rounds.
 The machine is shared (2 cores, other engineers' tests): the server workers, PostgreSQL, Redis
 and this client all compete for them, so absolute figures move between runs; the ratios less.
 
-    .venv/bin/python bench/http.py [--quick]
+    .venv/bin/python -m bench.http [--quick]
 
 The last line is one JSON object with every figure, including ``http_single_vs_bare`` and
 ``http_batch_vs_bare`` (target >= 0.7).
@@ -22,31 +22,25 @@ The last line is one JSON object with every figure, including ``http_single_vs_b
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-# Run as a script, this file's directory would come first on sys.path and this module would
-# shadow the standard library's `http`; put the repository root there instead.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
-sys.path.insert(0, str(ROOT))
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from typing import Any  # noqa: E402
+from bench import harness
+from bench.harness import QUICK, ROOT, median, p99, ratio
+from inner_plane.runtime import get_runtime
+from tests.support.stores import Stores
 
-from fastapi import FastAPI, Request  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
-from starlette.concurrency import run_in_threadpool  # noqa: E402
-
-from inner_plane.runtime import get_runtime  # noqa: E402
-
-QUICK = "--quick" in sys.argv
 ROUNDS = 2 if QUICK else 3
 SINGLE_REQUESTS = 600 if QUICK else 1_500
 BATCH_REQUESTS = 40 if QUICK else 150
@@ -148,11 +142,6 @@ def load(
     return asyncio.run(_load(port, path, body, headers, requests))
 
 
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
-
-
 # --- the run -------------------------------------------------------------------------------------
 
 
@@ -207,7 +196,11 @@ def _wait_healthy(port: int, path: str, child: subprocess.Popen[bytes], log: Pat
 
 
 def main() -> None:
-    os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-test-bench-http"))
+    with harness.stores("http") as stores:
+        benchmark(stores)
+
+
+def benchmark(stores: Stores) -> None:
     from sqlalchemy import text
 
     from inner_plane.config import build_settings
@@ -215,9 +208,8 @@ def main() -> None:
     from inner_plane.services.embedded import free_port
     from inner_plane.signals.kinds import KindRegistry
     from inner_plane.sources import processors
-    from tests.support.stores import start_stores, truncate_all
+    from tests.support.stores import truncate_all
 
-    stores = start_stores()
     truncate_all(stores.database_url)
     settings = build_settings(database_url=stores.database_url, redis_url=stores.redis_url)
     runtime = build_runtime(settings, registry=KindRegistry())
@@ -294,20 +286,18 @@ def main() -> None:
                 child.wait(20)
             except subprocess.TimeoutExpired:
                 child.kill()
-        if stores.services is not None:
-            stores.services.stop()
 
     figures: dict[str, Any] = {}
     for name in targets:
-        figures[f"{name}_signals_per_s"] = round(statistics.median(rates[name]), 1)
+        figures[f"{name}_signals_per_s"] = round(median(rates[name]), 1)
         figures[f"{name}_signals_per_s_min"] = round(min(rates[name]), 1)
-        figures[f"{name}_p50_ms"] = round(statistics.median(lat[name]) * 1000, 2)
+        figures[f"{name}_p50_ms"] = round(median(lat[name]) * 1000, 2)
         figures[f"{name}_p99_ms"] = round(p99(lat[name]) * 1000, 2)
-    figures["http_single_vs_bare"] = round(
-        figures["http_single_signals_per_s"] / figures["bare_single_signals_per_s"], 3
+    figures["http_single_vs_bare"] = ratio(
+        figures["http_single_signals_per_s"], figures["bare_single_signals_per_s"]
     )
-    figures["http_batch_vs_bare"] = round(
-        figures["http_batch_signals_per_s"] / figures["bare_batch_signals_per_s"], 3
+    figures["http_batch_vs_bare"] = ratio(
+        figures["http_batch_signals_per_s"], figures["bare_batch_signals_per_s"]
     )
     figures.update(breakdown)
     figures.update(
@@ -333,7 +323,7 @@ def main() -> None:
             **breakdown
         )
     )
-    print(json.dumps(figures))
+    harness.emit(figures)
 
 
 if __name__ == "__main__":

@@ -9,55 +9,36 @@ Prints, in one run on the same stores:
      overlap check from the journal.
 The last line is one JSON object with every figure.
 
-    .venv/bin/python bench/lane.py [--quick]
+    .venv/bin/python -m bench.lane [--quick]
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
-import sys
 import time
 import uuid
 from dataclasses import replace
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-bench"))
+from sqlalchemy import text
 
-from sqlalchemy import text  # noqa: E402
+from bench import harness
+from bench.harness import QUICK, ratio, summary
+from inner_plane import logs
+from inner_plane.agent.factory import load_composer
+from inner_plane.agent.port import AgentResult, Disposition, Settlement
+from inner_plane.config import build_settings
+from inner_plane.lane.runner import Lane
+from inner_plane.publish import publish, publish_many
+from inner_plane.runtime import build_runtime, set_runtime
+from tests.support.processes import ChildProcess, celery_worker
+from tests.support.stores import Stores, truncate_all
 
-from inner_plane import logs  # noqa: E402
-from inner_plane.agent.factory import load_composer  # noqa: E402
-from inner_plane.agent.port import AgentResult, Disposition, Settlement  # noqa: E402
-from inner_plane.config import build_settings  # noqa: E402
-from inner_plane.lane.runner import Lane  # noqa: E402
-from inner_plane.publish import publish, publish_many  # noqa: E402
-from inner_plane.runtime import build_runtime, set_runtime  # noqa: E402
-from tests.support.processes import ChildProcess, celery_worker  # noqa: E402
-from tests.support.stores import start_stores, truncate_all  # noqa: E402
-
-QUICK = "--quick" in sys.argv
 QUIET_MS = 50
 PROBES = 40 if QUICK else 100
 OVERHEAD_RUNS = 100 if QUICK else 300
 PRELOAD = 20_000 if QUICK else 100_000
 DELEGATES = 300 if QUICK else 1_000
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {
-        "p50": round(statistics.median(values), 3),
-        "p99": round(pct(values, 0.99), 3),
-        "n": len(values),
-    }
 
 
 class InstantAgent:
@@ -79,7 +60,11 @@ def wait_until(condition, timeout: float = 120.0, what: str = "") -> None:  # ty
 
 def main() -> None:
     logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
-    stores = start_stores()
+    with harness.stores("lane") as stores:
+        benchmark(stores)
+
+
+def benchmark(stores: Stores) -> None:
     truncate_all(stores.database_url)
     settings = build_settings(
         database_url=stores.database_url,
@@ -243,12 +228,10 @@ def main() -> None:
 
     raw_s, wake_s, over_s = summary(raw), summary(wake), summary(overhead)
     figures = {
-        "machine": f"{os.cpu_count()} cores, shared; embedded PostgreSQL 18 + Redis 6.2",
-        "quick": QUICK,
         "batch_quiet_ms": QUIET_MS,
         "raw_celery_start_ms": raw_s,
         "wake_added_ms": wake_s,
-        "wake_added_p99_vs_celery_p99": round(wake_s["p99"] / raw_s["p99"], 3),
+        "wake_added_p99_vs_celery_p99": ratio(wake_s["p99"], raw_s["p99"]),
         "journal_rows_for_overhead": PRELOAD + OVERHEAD_RUNS,
         "overhead_ms": over_s,
         "overhead_p99_ms": over_s["p99"],
@@ -265,7 +248,7 @@ def main() -> None:
         f"{DELEGATES} delegates, 2 activation workers: {figures['activations_per_s']} "
         f"activations/s, overlaps {overlaps}"
     )
-    print(json.dumps(figures))
+    harness.emit(figures)
 
 
 if __name__ == "__main__":

@@ -17,47 +17,36 @@ between measurements so every one inserts into the same table size.
 
 Prints the ratios a/c, d/c and d/e; the last line is one JSON object with every figure.
 
-    .venv/bin/python bench/publish.py [--quick]
+    .venv/bin/python -m bench.publish [--quick]
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
-import statistics
-import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-# Run as a script, bench/ would come first on sys.path and its modules would shadow the standard
-# library (bench/http.py is `http`): import from the repository root instead.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
-sys.path.insert(0, str(ROOT))
-# Own embedded servers, apart from the test runs (the name is covered by .gitignore).
-os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-test-bench-publish"))
+import psycopg
 
-import psycopg  # noqa: E402
+from bench import harness
+from bench.baseline_tasks import INSERT_SQL, row_params
+from bench.harness import QUICK, median, p99, ratio
+from inner_plane import celery_bridge, logs
+from inner_plane.config import Settings, build_settings
+from inner_plane.journal.database import libpq_url
+from inner_plane.publish import publish_many
+from inner_plane.runtime import Runtime, build_runtime, set_runtime
+from inner_plane.services.processes import celery_command
+from inner_plane.signals.kinds import KindRegistry
+from inner_plane.signals.model import derive_signal_id
+from tests.support.processes import ChildProcess
+from tests.support.stores import Stores, truncate_all
 
-from bench.baseline_tasks import INSERT_SQL, row_params  # noqa: E402
-from inner_plane import celery_bridge, logs  # noqa: E402
-from inner_plane.config import Settings, build_settings  # noqa: E402
-from inner_plane.journal.database import libpq_url  # noqa: E402
-from inner_plane.publish import publish_many  # noqa: E402
-from inner_plane.runtime import Runtime, build_runtime, set_runtime  # noqa: E402
-from inner_plane.services.processes import celery_command  # noqa: E402
-from inner_plane.signals.kinds import KindRegistry  # noqa: E402
-from inner_plane.signals.model import derive_signal_id  # noqa: E402
-from tests.support.processes import ChildProcess  # noqa: E402
-from tests.support.stores import start_stores, truncate_all  # noqa: E402
-
-QUICK = "--quick" in sys.argv
 ROUNDS = 3 if QUICK else 5
 MESSAGES = 300 if QUICK else 800  # per one-signal-per-message measurement
 BULK_MESSAGES = 10 if QUICK else 20  # Celery messages of BULK_SIZE signals each
@@ -98,11 +87,6 @@ def task_runtimes(log: str) -> dict[str, list[float]]:
         if task in (celery_bridge.PUBLISH_TASK, "bench.insert_one", "bench.noop"):
             found.setdefault(task, []).append(float(seconds) * 1000)
     return found
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class Bench:
@@ -198,7 +182,11 @@ class Bench:
 
 
 def main() -> None:
-    stores = start_stores()
+    with harness.stores("publish") as stores:
+        benchmark(stores)
+
+
+def benchmark(stores: Stores) -> None:
     settings = build_settings(
         database_url=stores.database_url, redis_url=stores.redis_url, data_dir=stores.data_dir
     )
@@ -215,7 +203,7 @@ def main() -> None:
     # tasks.
     command = celery_command("signals", settings, concurrency=2)
     command += ["--include", "bench.baseline_tasks", "--without-mingle", "--without-gossip"]
-    env = stores.env(PYTHONPATH=str(ROOT))
+    env = stores.env(PYTHONPATH=str(harness.ROOT))
     worker = ChildProcess("bench-worker", command, env, log_dir).start()
     try:
         worker.wait_for(" ready.", 60)
@@ -225,8 +213,6 @@ def main() -> None:
             os.killpg(worker.pid, signal.SIGCONT)  # a stopped worker cannot shut down
         worker.stop()
         context_lines.close()
-        if stores.services is not None:
-            stores.services.stop()
 
 
 def run(bench: Bench) -> None:
@@ -259,14 +245,14 @@ def run(bench: Bench) -> None:
             for name, value in sample.items():
                 rates[name].append(value)
 
-    median = {name: statistics.median(values) for name, values in rates.items()}
+    medians = {name: median(values) for name, values in rates.items()}
     slowest = {name: min(values) for name, values in rates.items()}
     ratios = {
-        "ingest_vs_raw": median["ingest"] / median["raw_noop"],
-        "ingest_vs_baseline_insert": median["ingest"] / median["baseline_insert"],
-        "baseline_insert_vs_raw": median["baseline_insert"] / median["raw_noop"],
-        "bulk_celery_vs_raw": median["bulk_celery"] / median["raw_noop"],
-        "bulk_direct_vs_executemany": median["bulk_direct"] / median["executemany"],
+        "ingest_vs_raw": ratio(medians["ingest"], medians["raw_noop"]),
+        "ingest_vs_baseline_insert": ratio(medians["ingest"], medians["baseline_insert"]),
+        "baseline_insert_vs_raw": ratio(medians["baseline_insert"], medians["raw_noop"]),
+        "bulk_celery_vs_raw": ratio(medians["bulk_celery"], medians["raw_noop"]),
+        "bulk_direct_vs_executemany": ratio(medians["bulk_direct"], medians["executemany"]),
     }
     targets = {"ingest_vs_raw": 0.95, "bulk_celery_vs_raw": 10.0, "bulk_direct_vs_executemany": 0.5}
 
@@ -281,26 +267,22 @@ def run(bench: Bench) -> None:
         "executemany": f"(e) psycopg executemany ({BULK_SIZE})",
     }
     for name in names:
-        print(f"{labels[name]:<34}{median[name]:>12,.0f}/s{slowest[name]:>14,.0f}/s")
+        print(f"{labels[name]:<34}{medians[name]:>12,.0f}/s{slowest[name]:>14,.0f}/s")
     print(
         f"per {BULK_SIZE}-signal batch, in-process: publish_many p50 "
-        f"{statistics.median(direct_ms):.1f} ms p99 {pct(direct_ms, 0.99):.1f} ms; executemany "
-        f"p50 {statistics.median(executemany_ms):.1f} ms p99 {pct(executemany_ms, 0.99):.1f} ms"
+        f"{median(direct_ms):.1f} ms p99 {p99(direct_ms):.1f} ms; executemany "
+        f"p50 {median(executemany_ms):.1f} ms p99 {p99(executemany_ms):.1f} ms"
     )
     runtimes = task_runtimes(bench.worker.output()[measured_from:])
     for task, values in runtimes.items():
         print(
-            f"worker runtime of one {task} task: p50 {statistics.median(values):.2f} ms "
-            f"p99 {pct(values, 0.99):.2f} ms (n={len(values)})"
+            f"worker runtime of one {task} task: p50 {median(values):.2f} ms "
+            f"p99 {p99(values):.2f} ms (n={len(values)})"
         )
     for key, value in ratios.items():
         target = targets.get(key)
-        verdict = (
-            ""
-            if target is None
-            else f"  (target >= {target}: " + ("met)" if value >= target else "MISSED)")
-        )
-        print(f"{key:<30} {value:6.2f}{verdict}")
+        note = "" if target is None else "  " + harness.verdict(value, target)
+        print(f"{key:<30} {value:6.2f}{note}")
     print(
         "note: 2 shared cores; the worker, PostgreSQL, Redis and this process compete for them, "
         "so absolute rates vary between runs more than the ratios do."
@@ -313,18 +295,18 @@ def run(bench: Bench) -> None:
         "worker_concurrency": 2,
     }
     for name in names:
-        figures[f"{name}_per_s"] = round(median[name], 1)
+        figures[f"{name}_per_s"] = round(medians[name], 1)
         figures[f"{name}_slowest_round_per_s"] = round(slowest[name], 1)
-    figures["bulk_direct_batch_ms_p50"] = round(statistics.median(direct_ms), 2)
-    figures["bulk_direct_batch_ms_p99"] = round(pct(direct_ms, 0.99), 2)
-    figures["executemany_batch_ms_p50"] = round(statistics.median(executemany_ms), 2)
-    figures["executemany_batch_ms_p99"] = round(pct(executemany_ms, 0.99), 2)
+    figures["bulk_direct_batch_ms_p50"] = round(median(direct_ms), 2)
+    figures["bulk_direct_batch_ms_p99"] = round(p99(direct_ms), 2)
+    figures["executemany_batch_ms_p50"] = round(median(executemany_ms), 2)
+    figures["executemany_batch_ms_p99"] = round(p99(executemany_ms), 2)
     for task, values in runtimes.items():
         short = task.rsplit(".", 1)[1]
-        figures[f"task_{short}_ms_p50"] = round(statistics.median(values), 3)
-        figures[f"task_{short}_ms_p99"] = round(pct(values, 0.99), 3)
-    figures.update({key: round(value, 3) for key, value in ratios.items()})
-    print(json.dumps(figures))
+        figures[f"task_{short}_ms_p50"] = round(median(values), 3)
+        figures[f"task_{short}_ms_p99"] = round(p99(values), 3)
+    figures.update(ratios)
+    harness.emit(figures)
 
 
 if __name__ == "__main__":

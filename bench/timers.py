@@ -16,48 +16,37 @@ shows the fixed cost. Prints medians and p99; the last line is one JSON object w
 
 The machine is shared (2 cores, other test runs): read the ratio, not the absolute times.
 
-    .venv/bin/python bench/timers.py [--quick]
+    .venv/bin/python -m bench.timers [--quick]
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import statistics
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-# Own embedded servers, apart from the test runs.
-os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-test-bench-timers"))
+from sqlalchemy import insert
 
-from sqlalchemy import insert  # noqa: E402
+from bench import harness
+from bench.harness import QUICK, median, p99, ratio
+from inner_plane import logs
+from inner_plane.config import build_settings
+from inner_plane.journal.timers import TimerJournal, TimerRow
+from inner_plane.runtime import build_runtime, redis_client, set_runtime
+from inner_plane.signals.kinds import KindRegistry
+from inner_plane.timers import Cron, Interval, tick
+from tests.support.stores import Stores, truncate_all
 
-from inner_plane import logs  # noqa: E402
-from inner_plane.config import build_settings  # noqa: E402
-from inner_plane.journal.timers import TimerJournal, TimerRow  # noqa: E402
-from inner_plane.runtime import build_runtime, redis_client, set_runtime  # noqa: E402
-from inner_plane.signals.kinds import KindRegistry  # noqa: E402
-from inner_plane.timers import Cron, Interval, tick  # noqa: E402
-from tests.support.stores import start_stores, truncate_all  # noqa: E402
-
-QUICK = "--quick" in sys.argv
 TIMERS = 10_000
 WARMUP = 5
 RUNS = 100 if QUICK else 300
 INTERVALS = (60, 300, 900, 3_600, 86_400)
 CRON_SHARE = 0.1
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def timer_rows(base: datetime) -> list[dict[str, Any]]:
@@ -98,7 +87,11 @@ def timer_rows(base: datetime) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    stores = start_stores()
+    with harness.stores("timers") as stores:
+        benchmark(stores)
+
+
+def benchmark(stores: Stores) -> None:
     truncate_all(stores.database_url)
     redis_client(stores.redis_url).flushdb()
     settings = build_settings(
@@ -155,15 +148,15 @@ def main() -> None:
         "due_per_run_mean": round(statistics.mean(due_counts), 1),
         "due_per_run_max": max(due_counts),
         "signals_published": published,
-        "tick_p50_ms": round(statistics.median(tick_ms), 3),
-        "tick_p99_ms": round(percentile(tick_ms, 0.99), 3),
-        "query_p50_ms": round(statistics.median(query_ms), 3),
-        "query_p99_ms": round(percentile(query_ms, 0.99), 3),
-        "idle_tick_p50_ms": round(statistics.median(idle_ms), 3),
-        "idle_tick_p99_ms": round(percentile(idle_ms, 0.99), 3),
+        "tick_p50_ms": round(median(tick_ms), 3),
+        "tick_p99_ms": round(p99(tick_ms), 3),
+        "query_p50_ms": round(median(query_ms), 3),
+        "query_p99_ms": round(p99(query_ms), 3),
+        "idle_tick_p50_ms": round(median(idle_ms), 3),
+        "idle_tick_p99_ms": round(p99(idle_ms), 3),
     }
-    figures["tick_vs_query_p50"] = round(figures["tick_p50_ms"] / figures["query_p50_ms"], 2)
-    figures["tick_vs_query_p99"] = round(figures["tick_p99_ms"] / figures["query_p99_ms"], 2)
+    figures["tick_vs_query_p50"] = ratio(figures["tick_p50_ms"], figures["query_p50_ms"], 2)
+    figures["tick_vs_query_p99"] = ratio(figures["tick_p99_ms"], figures["query_p99_ms"], 2)
     figures["tick_per_due_timer_ms"] = round(
         figures["tick_p50_ms"] / max(1.0, figures["due_per_run_mean"]), 3
     )
@@ -177,9 +170,7 @@ def main() -> None:
           f"{figures['idle_tick_p99_ms']:.2f} ms (a tick with nothing due)")  # fmt: skip
     print(f"ratio:    p50 {figures['tick_vs_query_p50']}x  p99 {figures['tick_vs_query_p99']}x; "
           f"{figures['tick_per_due_timer_ms']} ms per due timer")  # fmt: skip
-    print(json.dumps(figures))
-    if stores.services is not None:
-        stores.services.stop()
+    harness.emit(figures)
 
 
 if __name__ == "__main__":

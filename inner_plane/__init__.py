@@ -2,12 +2,38 @@
 
 ``publish`` / ``publish_many`` journal inner signals in-process; ``user_turn`` queues a genuine
 user turn through the activation lane.
+
+The names below load on first use, so importing a submodule (the CLI, a probe) stays cheap.
 """
 
-from inner_plane.attention import wakes as _wakes  # noqa: F401  (registers wake scheduling)
-from inner_plane.lane.user_turns import user_turn
-from inner_plane.publish import publish, publish_many
-from inner_plane.signals.model import Mode, PublishResult, SignalDraft, SignalError, Trust
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from inner_plane.lane.user_turns import user_turn
+    from inner_plane.publish import publish, publish_many
+    from inner_plane.signals.model import Mode, PublishResult, SignalDraft, SignalError, Trust
+
+_EXPORTS = {
+    "Mode": "inner_plane.signals.model",
+    "PublishResult": "inner_plane.signals.model",
+    "SignalDraft": "inner_plane.signals.model",
+    "SignalError": "inner_plane.signals.model",
+    "Trust": "inner_plane.signals.model",
+    "publish": "inner_plane.publish",
+    "publish_many": "inner_plane.publish",
+    "user_turn": "inner_plane.lane.user_turns",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'inner_plane' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "Mode",

@@ -81,3 +81,19 @@ def send_report_task(
     failed); the signals worker journals it (inner_plane.sources.copilot.report_task)."""
     args = (status, task_id, title, delegate_id, detail)
     return send(settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args=args)
+
+
+def ping_worker(settings: Settings, node: str, timeout: float = 2.0) -> bool:
+    """True if the worker named ``node`` answers a Celery ping within ``timeout`` seconds."""
+    replies = sender(settings).control.ping(destination=[node], timeout=timeout, limit=1)
+    return any(node in reply for reply in replies or [])
+
+
+def worker_queues(
+    settings: Settings, nodes: list[str] | None = None, timeout: float = 1.0
+) -> dict[str, list[str]]:
+    """The queues each answering worker consumes (every worker, or only ``nodes``)."""
+    limit = len(nodes) if nodes else None
+    inspect = sender(settings).control.inspect(destination=nodes, timeout=timeout, limit=limit)
+    answers = inspect.active_queues() or {}
+    return {node: sorted(q["name"] for q in queues or []) for node, queues in answers.items()}

@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     # Publish path.
     dedup_ttl_s: int = Field(default=86_400, ge=1)
     db_pool_size: int = Field(default=5, ge=1, le=100)
+    # A signals worker journals one-signal messages many per transaction: at most this many,
+    # waiting at most this long after the first (workers/batching.py).
+    ingest_batch: int = Field(default=500, ge=1, le=10_000)
+    ingest_flush_ms: int = Field(default=10, ge=0, le=10_000)
 
     # Celery limits (seconds). The broker visibility timeout is derived from the hard limit.
     task_soft_time_limit_s: int = Field(default=240, ge=1)
@@ -62,6 +66,17 @@ class Settings(BaseSettings):
     openai_max_steps: int = Field(default=8, ge=1, le=64)
     # Ask the Responses API to compact the context past this many tokens (None: never).
     openai_compact_threshold: int | None = Field(default=None, ge=1_000)
+    # Which wire format the openai agent speaks: the Responses API, or Chat Completions for
+    # OpenAI-compatible local servers (vLLM, the llama.cpp server, Ollama).
+    openai_api: Literal["responses", "chat_completions"] = "responses"
+    # Responses API: keep responses server-side and chain steps with previous_response_id
+    # (False: stateless, reasoning items replayed with their encrypted content).
+    openai_store: bool = False
+    openai_reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    # One model call may stay silent this long before it counts as timed out (and is retried).
+    openai_timeout_s: float = Field(default=120.0, gt=0)
+    # All model calls of one activation, retries and their waits included, end within this.
+    openai_budget_s: float = Field(default=180.0, gt=0)
     instructions_file: Path | None = None  # None: the packaged prompts/instructions.md
     delegate_timezone: str = "UTC"
     context_budget_tokens: int = Field(default=32_000, ge=1_000, le=2_000_000)
@@ -129,6 +144,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "INNER_PLANE_BATCH_MAX_AGE_MS must be at least INNER_PLANE_BATCH_QUIET_MS"
             )
+        explicit_budget = "openai_budget_s" in self.model_fields_set
+        if explicit_budget and self.openai_budget_s >= self.task_soft_time_limit_s:
+            raise ValueError(
+                "INNER_PLANE_OPENAI_BUDGET_S must be below INNER_PLANE_TASK_SOFT_TIME_LIMIT_S"
+            )
         if not self.agent:
             object.__setattr__(self, "agent", "openai" if self.openai_model else "dry-run")
         return self
@@ -142,6 +162,11 @@ class Settings(BaseSettings):
                 "(or run through `inner-plane`, which starts an embedded Redis)"
             )
         return url
+
+    @property
+    def model_budget_s(self) -> float:
+        """The activation's model time budget, kept inside the task's soft time limit."""
+        return min(self.openai_budget_s, self.task_soft_time_limit_s * 0.75)
 
     @property
     def visibility_timeout_s(self) -> int:

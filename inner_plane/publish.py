@@ -42,6 +42,12 @@ def on_published(callback: AfterPublish) -> AfterPublish:
     return callback
 
 
+def _register_default_hooks() -> None:
+    """The attention broker registers its wake scheduling when imported; import it on the first
+    publication (the package itself loads lazily, so nothing else guarantees it)."""
+    import inner_plane.attention.wakes  # noqa: F401
+
+
 class _Prepared:
     """One draft with its stable identity and the kind's policy applied, and its journal row.
 
@@ -291,6 +297,7 @@ def publish_drafts(
             "interrupt requested by a kind not permitted to interrupt; treated as wake",
         )
     if fresh:
+        _register_default_hooks()
         for callback in _after_publish:
             callback(runtime, fresh)
     return results

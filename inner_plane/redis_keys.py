@@ -53,3 +53,9 @@ def processors_version() -> str:
     """Random value replaced on every processor change (add, rotate, revoke): API processes
     drop their cached processor records when it differs from what they loaded under."""
     return f"{PREFIX}processors:version"
+
+
+def beat_last_tick() -> str:
+    """Unix time (Redis server clock, seconds) of beat's latest scheduler loop: the liveness
+    that `inner-plane health beat`, `status` and /metrics read."""
+    return f"{PREFIX}beat:last_tick"

@@ -70,6 +70,10 @@ def configure(app: Celery, settings: Settings) -> None:
         },
         # Periodic work (timer tick, sweeper, retention) lives in beat_schedule/.
         beat_schedule=celery_beat_schedule(settings),
+        # Beat records each loop in Redis (`inner-plane health beat`); loop at least every 5 s
+        # so a live beat is never mistaken for a silent one.
+        beat_scheduler="beat_schedule:PlaneScheduler",
+        beat_max_loop_interval=5,
         # Restart pool children now and then to bound leaks from long-lived processes.
         worker_max_tasks_per_child=10_000,
     )

@@ -36,6 +36,11 @@ def _dry_run(runtime: Runtime) -> BaseAgent:
 
 
 def _openai(runtime: Runtime) -> BaseAgent:
+    """The model agent in the wire format INNER_PLANE_OPENAI_API names."""
+    if runtime.settings.openai_api == "chat_completions":
+        from inner_plane.agent.chat_completions import ChatCompletionsAgent
+
+        return ChatCompletionsAgent.from_runtime(runtime)
     from inner_plane.agent.openai_responses import OpenAIResponsesAgent
 
     return OpenAIResponsesAgent.from_runtime(runtime)

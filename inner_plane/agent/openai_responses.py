@@ -1,30 +1,55 @@
-"""Base agent on an OpenAI-compatible Responses API (the official ``openai`` package).
+"""Base agent on the OpenAI Responses API (the official ``openai`` package), streamed.
 
 Base URL, model and key are configurable, so a local OpenAI-compatible server works. The working
 context goes out as input messages with their roles unchanged (inner context only ever in
-system/developer items); the registry's tools go out as function tools. The loop runs model
-step, tool calls, model step... with ``guard.safe_point()`` between steps, until the model stops
-calling tools or the step limit is reached. Usage is summed over the steps and reported;
-compaction items the API returns are reported as compactions.
+system/developer items); the registry's tools go out as function tools; the loop, its safe
+points, retries and compaction are :mod:`inner_plane.agent.tool_loop`'s.
+
+Reasoning models: with ``store=false`` (the default) every call asks for
+``reasoning.encrypted_content`` and the next call replays the output items exactly as the
+stream's ``response.output_item.done`` events gave them (the complete ones), so the API never
+has to look a reasoning item up. With ``INNER_PLANE_OPENAI_STORE=true`` the API keeps the
+items, and each step sends only its new items with ``previous_response_id``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import openai
 
-from inner_plane.agent.port import AgentResult, StepGuard, WorkingContext
+from inner_plane.agent.model_calls import StreamFailed, call_timeout, stream_events
+from inner_plane.agent.tool_loop import RunState, StepReply, ToolCall, ToolLoopAgent
 from inner_plane.config import ConfigError
 from inner_plane.runtime import Runtime
-from inner_plane.tools import ToolContext, ToolError, ToolRegistry, build_registry
+from inner_plane.tools import ToolRegistry, build_registry
 
-USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
+RETRYABLE_STREAM_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded"}
 
 
-class OpenAIResponsesAgent:
+def openai_client(runtime: Runtime) -> openai.OpenAI:
+    """The client both adapters use, without the SDK's own retries: the agent retries, inside
+    its time budget and pre-emptibly."""
+    settings = runtime.settings
+    if not settings.openai_model:
+        raise ConfigError("INNER_PLANE_OPENAI_MODEL: required by the openai agent")
+    api_key = settings.openai_api_key or os.environ.get("OPENAI_API_KEY")
+    if not api_key:
+        if settings.openai_base_url is None:
+            raise ConfigError(
+                "INNER_PLANE_OPENAI_API_KEY (or OPENAI_API_KEY): required by the openai agent"
+            )
+        api_key = "unused"  # local OpenAI-compatible servers often need no key
+    return openai.OpenAI(
+        api_key=api_key,
+        base_url=settings.openai_base_url,
+        timeout=settings.openai_timeout_s,
+        max_retries=0,
+    )
+
+
+class OpenAIResponsesAgent(ToolLoopAgent):
     name = "openai"
 
     def __init__(
@@ -34,31 +59,21 @@ class OpenAIResponsesAgent:
         model: str,
         tools: ToolRegistry,
         *,
-        max_steps: int = 8,
         compact_threshold: int | None = None,
+        store: bool = False,
+        reasoning_effort: str | None = None,
+        **loop: Any,
     ) -> None:
-        self.runtime = runtime
-        self.client = client
-        self.model = model
-        self.tools = tools
-        self.max_steps = max_steps
+        super().__init__(runtime, client, model, tools, **loop)
         self.compact_threshold = compact_threshold
+        self.store = store
+        self.reasoning_effort = reasoning_effort
 
     @classmethod
     def from_runtime(cls, runtime: Runtime) -> OpenAIResponsesAgent:
         settings = runtime.settings
-        if not settings.openai_model:
-            raise ConfigError("INNER_PLANE_OPENAI_MODEL: required by the openai agent")
-        api_key = settings.openai_api_key or os.environ.get("OPENAI_API_KEY")
-        if not api_key:
-            if settings.openai_base_url is None:
-                raise ConfigError(
-                    "INNER_PLANE_OPENAI_API_KEY (or OPENAI_API_KEY): required by the openai agent"
-                )
-            api_key = "unused"  # local OpenAI-compatible servers often need no key
-        client = openai.OpenAI(
-            api_key=api_key, base_url=settings.openai_base_url, timeout=120.0, max_retries=2
-        )
+        client = openai_client(runtime)
+        assert settings.openai_model is not None
         return cls(
             runtime,
             client,
@@ -66,6 +81,10 @@ class OpenAIResponsesAgent:
             build_registry(runtime),
             max_steps=settings.openai_max_steps,
             compact_threshold=settings.openai_compact_threshold,
+            store=settings.openai_store,
+            reasoning_effort=settings.openai_reasoning_effort,
+            budget_s=settings.model_budget_s,
+            call_timeout_s=settings.openai_timeout_s,
         )
 
     def _function_tools(self) -> list[dict[str, Any]]:
@@ -80,109 +99,111 @@ class OpenAIResponsesAgent:
             for tool in self.tools
         ]
 
-    def _call_tool(self, item: Any, tool_context: ToolContext) -> dict[str, Any]:
-        action: dict[str, Any] = {
-            "step": tool_context.step,
-            "call_id": item.call_id,
-            "name": item.name,
-            "arguments": item.arguments,
-            "output": None,
-            "error": None,
-        }
-        tool = self.tools.get(item.name)
-        try:
-            if tool is None:
-                raise ToolError(f"no tool named {item.name!r}")
-            try:
-                arguments = json.loads(item.arguments or "{}")
-            except json.JSONDecodeError as error:
-                raise ToolError(f"arguments are not JSON: {error.msg}") from None
-            if not isinstance(arguments, dict):
-                raise ToolError("arguments must be a JSON object")
-            action["arguments"] = arguments
-            action["output"] = tool.handler(arguments, tool_context)
-        except ToolError as error:
-            action["error"] = str(error)
-        return action
+    def tool_result_item(self, call: ToolCall, output: str) -> dict[str, Any]:
+        return {"type": "function_call_output", "call_id": call.call_id, "output": output}
 
-    def run(self, context: WorkingContext, guard: StepGuard) -> AgentResult:
-        first_input: list[dict[str, Any]] = [dict(item) for item in context.model_input()]
-        conversation: list[Any] = list(first_input)
-        settlements: dict[Any, Any] = {}
-        actions: list[dict[str, Any]] = []
-        compactions: list[dict[str, Any]] = []
-        usage: dict[str, Any] = {key: 0 for key in USAGE_KEYS}
-        usage.update(model=self.model, requests=0, cached_tokens=0, reasoning_tokens=0)
-        reply = ""
-        decision = ""
-        tools = self._function_tools()
+    def on_compacted(self, state: RunState) -> None:
+        state.chain.clear()  # resend the trimmed conversation in full
+
+    def model_step(self, state: RunState, step: int) -> StepReply:
+        items = [item for segment in state.segments for item in segment.items]
         extra: dict[str, Any] = {}
         if self.compact_threshold is not None:
             extra["context_management"] = [
                 {"type": "compaction", "compact_threshold": self.compact_threshold}
             ]
-        for step in range(self.max_steps):
-            if step:
-                guard.safe_point()
-            response = self.client.responses.create(
-                model=self.model,
-                input=conversation,
-                tools=tools,  # type: ignore[arg-type]
-                store=False,
-                extra_headers={"Idempotency-Key": f"{guard.effect_key(step)}:model"},
-                **extra,
-            )
-            usage["requests"] += 1
-            if response.usage is not None:
-                for key in USAGE_KEYS:
-                    usage[key] += getattr(response.usage, key, 0) or 0
-                details = response.usage.input_tokens_details
-                usage["cached_tokens"] += getattr(details, "cached_tokens", 0) or 0
-                out_details = response.usage.output_tokens_details
-                usage["reasoning_tokens"] += getattr(out_details, "reasoning_tokens", 0) or 0
-            calls = []
-            for item in response.output:
-                conversation.append(item.model_dump(exclude_none=True, mode="json"))
-                if item.type == "function_call":
-                    calls.append(item)
-                elif item.type == "compaction":
-                    compactions.append(
-                        {"step": step, "response_id": response.id, "item_id": item.id}
-                    )
-            reply = response.output_text or reply
-            if not calls:
-                decision = "finished" if step == 0 else f"finished after {step} tool step(s)"
-                break
-            tool_context = ToolContext(
-                runtime=self.runtime,
-                activation=context.activation,
-                rendered_signal_ids=frozenset(context.rendered_signal_ids),
-                guard=guard,
-                step=step,
-                settlements=settlements,
-            )
-            for index, call in enumerate(calls):
-                tool_context.call_index = index
-                action = self._call_tool(call, tool_context)
-                actions.append(action)
-                output = action["output"] if action["error"] is None else {"error": action["error"]}
-                conversation.append(
-                    {
-                        "type": "function_call_output",
-                        "call_id": call.call_id,
-                        "output": json.dumps(output, default=str),
-                    }
+        if self.reasoning_effort is not None:
+            extra["reasoning"] = {"effort": self.reasoning_effort}
+        sent: set[int] = state.chain.get("sent", set())
+        if not self.store:
+            # Stateless: reasoning items must come back with their encrypted content, or
+            # replaying them fails ("Item with id 'rs_…' not found").
+            extra["include"] = ["reasoning.encrypted_content"]
+        elif "previous_response_id" in state.chain:
+            extra["previous_response_id"] = state.chain["previous_response_id"]
+            items = [item for item in items if id(item) not in sent]
+        request = {
+            "model": self.model,
+            "input": items,
+            "tools": self._function_tools(),
+            "store": self.store,
+            "stream": True,
+            "extra_headers": {"Idempotency-Key": f"{state.guard.effect_key(step)}:model"},
+            "timeout": call_timeout(state.policy, self.call_timeout_s),
+            **extra,
+        }
+        response = self._stream(request, state)
+        output: list[dict[str, Any]] = response.get("output") or []
+        if self.store:
+            state.chain["previous_response_id"] = response.get("id")
+            every = [item for segment in state.segments for item in segment.items]
+            state.chain["sent"] = {id(item) for item in every} | {id(item) for item in output}
+        reported = response.get("usage") or {}
+        return StepReply(
+            history=output,
+            calls=[
+                ToolCall(item["call_id"], item["name"], item.get("arguments"))
+                for item in output
+                if item.get("type") == "function_call"
+            ],
+            text=_output_text(output),
+            usage={
+                "input_tokens": reported.get("input_tokens") or 0,
+                "output_tokens": reported.get("output_tokens") or 0,
+                "total_tokens": reported.get("total_tokens") or 0,
+                "cached_tokens": (reported.get("input_tokens_details") or {}).get("cached_tokens")
+                or 0,
+                "reasoning_tokens": (reported.get("output_tokens_details") or {}).get(
+                    "reasoning_tokens"
                 )
-        else:
-            decision = f"stopped at the step limit ({self.max_steps})"
-        settled = ", ".join(f"{k}={v.disposition.value}" for k, v in settlements.items())
-        return AgentResult(
-            settlements=dict(settlements),
-            tool_actions=actions,
-            reply=reply or None,
-            usage=usage,
-            decision=f"{decision}; settled: {settled or 'none'}",
-            model_input=first_input,
-            compactions=compactions,
-            agent=self.name,
+                or 0,
+            },
+            compactions=[
+                {"step": step, "response_id": response.get("id"), "item_id": item.get("id")}
+                for item in output
+                if item.get("type") == "compaction"
+            ],
         )
+
+    def _stream(self, request: dict[str, Any], state: RunState) -> dict[str, Any]:
+        """Run one streamed call to its end: the completed response, its output items taken
+        from ``response.output_item.done`` (the complete ones)."""
+        done_items: dict[int, dict[str, Any]] = {}
+        completed: dict[str, Any] | None = None
+        opener = self.client.responses.create
+        for event in stream_events(lambda: opener(**request), state.guard):
+            kind = getattr(event, "type", "")
+            if kind == "response.output_item.done":
+                done_items[event.output_index] = event.item.model_dump(
+                    exclude_none=True, mode="json"
+                )
+            elif kind in ("response.completed", "response.incomplete"):
+                completed = event.response.model_dump(exclude_none=True, mode="json")
+            elif kind == "response.failed":
+                failure = event.response.error
+                code = None if failure is None else str(failure.code)
+                message = "response failed" if failure is None else failure.message
+                raise StreamFailed(
+                    f"response.failed ({code}): {message}", code, code in RETRYABLE_STREAM_CODES
+                )
+            elif kind == "error":
+                raise StreamFailed(
+                    f"stream error ({event.code}): {event.message}",
+                    event.code,
+                    event.code in RETRYABLE_STREAM_CODES,
+                )
+        if completed is None:
+            raise StreamFailed("the stream ended before response.completed", None, True)
+        if done_items:
+            completed["output"] = [done_items[i] for i in sorted(done_items)]
+        return completed
+
+
+def _output_text(output: list[dict[str, Any]]) -> str:
+    return "".join(
+        part.get("text") or ""
+        for item in output
+        if item.get("type") == "message"
+        for part in item.get("content") or []
+        if part.get("type") == "output_text"
+    )

@@ -1,58 +1,187 @@
-"""The `inner-plane` command line."""
+"""The `inner-plane` command line.
+
+Commands load lazily: `inner-plane --help` and the light commands (`health`, `status`, `signals
+show`) import neither Celery nor FastAPI nor the embedded servers. Each entry below names the
+module that defines the command and the one line shown by `--help`.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Plain help: no Rich boxes (type tags, wrapping mid-sentence) and no Rich import at start.
+os.environ.setdefault("TYPER_USE_RICH", "0")
 
 import typer
+from typer._click.core import Command, Context
+from typer._click.formatting import HelpFormatter
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
-from inner_plane.cli import (
-    activations,
-    db,
-    memory,
-    processes,
-    processors,
-    serve,
-    signals,
-    thoughtflow,
-    timeline,
-    timers,
-)
-from inner_plane.config import ConfigError
-from inner_plane.journal.database import SchemaError
-from inner_plane.services.embedded import EmbeddedServiceError
+
+@dataclass(frozen=True)
+class Entry:
+    module: str
+    attribute: str
+    summary: str
+
+
+COMMANDS: dict[str, Entry] = {
+    "up": Entry("processes", "up", "Run the whole plane here: stores, workers, beat, API, Flower."),
+    "health": Entry("health", "health_app", "One-shot probes for healthchecks (exit 0 or 1)."),
+    "publish": Entry("signals", "publish_command", "Publish one inner signal."),
+    "say": Entry("activations", "say", "Send a user turn to a delegate."),
+    "signals": Entry("signals", "signals_app", "Read and act on the signal journal."),
+    "activations": Entry("activations", "activations_app", "Activations of the base agent."),
+    "timers": Entry("timers", "timers_app", "Timers: moments published as timer.due signals."),
+    "memory": Entry("memory", "memory_app", "The delegate's memories: add, list, recall."),
+    "thoughtflow": Entry("thoughtflow", "thoughtflow_app", "What each activation saw and did."),
+    "timeline": Entry("timeline", "timeline", "Replay a delegate's conversation timeline."),
+    "processors": Entry("processors", "processors_app", "External processors (HTTP, MCP)."),
+    "serve": Entry("serve", "serve", "Serve the HTTP API (and MCP at /mcp)."),
+    "mcp": Entry("serve", "mcp", "Serve the MCP adapter over stdio for a local processor."),
+    "worker": Entry("processes", "worker", "Run one Celery worker role."),
+    "beat": Entry("processes", "beat", "Run Celery beat with the plane's schedule."),
+    "flower": Entry("processes", "flower", "Run Flower (Celery monitoring)."),
+    "db": Entry("db", "db_app", "Journal database migrations."),
+}
+
+
+def _plain(command: Command) -> Command:
+    """Plain help throughout: no Rich, and a value's placeholder names the option, not its type
+    (`--delegate DELEGATE`, not `--delegate <str>` or `TEXT`)."""
+    if hasattr(command, "rich_markup_mode"):
+        command.rich_markup_mode = None
+    if command.help and not command.short_help:
+        # A group lists its commands by their first paragraph, whole (click would cut it at
+        # 45 characters, mid-word).
+        command.short_help = " ".join(command.help.strip().split("\n\n")[0].split())
+    for param in command.params:
+        if isinstance(param, TyperOption) and not param.is_flag and not param.count:
+            name = (param.opts[-1] if param.opts else param.name or "").lstrip("-")
+            param.metavar = name.upper().replace("-", "_")
+        elif isinstance(param, TyperArgument):
+            param.metavar = (param.name or "").upper()
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            _plain(sub)
+    return command
+
+
+def load_command(name: str) -> Command | None:
+    entry = COMMANDS.get(name)
+    if entry is None:
+        return None
+    module = importlib.import_module(f"inner_plane.cli.{entry.module}")
+    target: Any = getattr(module, entry.attribute)
+    command: Command
+    if isinstance(target, typer.Typer):
+        command = typer.main.get_group(target)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name)(target)
+        command = typer.main.get_command(single)
+    command.name = name
+    return _plain(command)
+
+
+class LazyCommands(Mapping[str, Command]):
+    """The root's commands: the table's, each imported on first access, and any registered
+    eagerly with ``app.command`` / ``app.add_typer``."""
+
+    def __init__(self, eager: Mapping[str, Command]) -> None:
+        self._loaded: dict[str, Command] = dict(eager)
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._loaded:
+            command = load_command(name)
+            if command is None:
+                raise KeyError(name)
+            self._loaded[name] = command
+        return self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(COMMANDS) + [n for n in self._loaded if n not in COMMANDS])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+class LazyGroup(TyperGroup):
+    _lazy: LazyCommands | None = None
+
+    @property  # type: ignore[override]
+    def commands(self) -> LazyCommands:
+        if self._lazy is None:
+            self._lazy = LazyCommands({})
+        return self._lazy
+
+    @commands.setter
+    def commands(self, value: Mapping[str, Command] | None) -> None:
+        self._lazy = LazyCommands(value or {})
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        # From the table above: listing the commands imports none of them.
+        with formatter.section("Commands"):
+            rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
+            eager = [n for n in self.commands._loaded if n not in COMMANDS]
+            rows += [(n, self.commands[n].get_short_help_str()) for n in eager]
+            formatter.write_dl(rows)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"inner-plane {version('inner-plane')}")
+        except PackageNotFoundError:
+            typer.echo("inner-plane (not installed)")
+        raise typer.Exit()
+
 
 app = typer.Typer(
     name="inner-plane",
-    help="Inner Context Plane: inner signals for a personal AI delegate.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 100},
 )
-app.command("up")(processes.up)
-app.command("worker")(processes.worker)
-app.command("beat")(processes.beat)
-app.command("flower")(processes.flower)
-app.command("publish")(signals.publish_command)
-app.command("say")(activations.say)
-app.add_typer(signals.signals_app, name="signals")
-app.add_typer(db.db_app, name="db")
-app.add_typer(activations.activations_app, name="activations")
-app.add_typer(timers.timers_app, name="timers")
-app.add_typer(memory.memory_app, name="memory")
-app.add_typer(thoughtflow.thoughtflow_app, name="thoughtflow")
-app.command("timeline")(timeline.timeline)
-app.add_typer(processors.processors_app, name="processors")
-app.command("serve")(serve.serve)
-app.command("mcp")(serve.mcp)
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Inner Context Plane: inner signals for a personal AI delegate."""
 
 
 def main() -> None:
+    from inner_plane.config import ConfigError
+
     try:
-        app()
+        app(prog_name="inner-plane")
     except ConfigError as error:
         sys.stderr.write(f"inner-plane: error: {error}\n")
         sys.exit(2)
-    except (SchemaError, EmbeddedServiceError) as error:
-        sys.stderr.write(f"inner-plane: error: {error}\n")
-        sys.exit(1)
+    except Exception as error:
+        # Errors that name their cause (schema not migrated, embedded server failed) end as one
+        # line; anything else keeps its traceback.
+        if type(error).__name__ in {"SchemaError", "EmbeddedServiceError"}:
+            sys.stderr.write(f"inner-plane: error: {error}\n")
+            sys.exit(1)
+        raise

@@ -9,8 +9,10 @@ from typing import Annotated
 import typer
 
 from inner_plane.cli.common import settings
+from inner_plane.cli.locate import plane_settings
 from inner_plane.journal import database
 from inner_plane.services.embedded import export_environment, resolve_services, started_services
+from inner_plane.services.plane import PlaneState, clear_state, write_state
 from inner_plane.services.processes import ROLES, celery_command, default_processes
 from inner_plane.services.supervisor import Supervisor
 
@@ -25,16 +27,35 @@ def up() -> None:
     database.upgrade(resolved.database_url)
     typer.echo(f"inner-plane: journal migrated: {database.sqlalchemy_url(resolved.database_url)}")
     typer.echo(f"inner-plane: broker: {resolved.effective_broker_url}")
+    data_dir = resolved.data_dir
+
+    def stopped() -> None:
+        clear_state(data_dir, os.getpid())
+        if services:
+            services.stop()
+
     supervisor = Supervisor(
-        default_processes(resolved),
-        export_environment(resolved),
-        on_stop=services.stop if services else None,
+        default_processes(resolved), export_environment(resolved), on_stop=stopped
+    )
+    write_state(
+        data_dir,
+        PlaneState(
+            pid=os.getpid(),
+            database_url=resolved.database_url,
+            redis_url=resolved.redis_url or "",
+            broker_url=resolved.effective_broker_url,
+            api_url=f"http://{resolved.api_host}:{resolved.api_port}/",
+            flower_url=f"http://{resolved.flower_address}:{resolved.flower_port}/",
+        ),
     )
     raise typer.Exit(supervisor.run())
 
 
 def _exec(command: list[str]) -> None:
-    resolved = resolve_services(settings())
+    # Configured stores, or the running plane's: a process that execs into Celery must never
+    # start embedded servers (their handles would leak past the exec).
+    resolved = plane_settings()
+    resolved.data_dir.mkdir(parents=True, exist_ok=True)
     env = export_environment(resolved)
     sys.stdout.flush()
     os.execvpe(command[0], command, env)

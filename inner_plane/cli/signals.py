@@ -137,12 +137,19 @@ def list_signals(
     state: Annotated[str | None, typer.Option("--state")] = None,
     kind: Annotated[str | None, typer.Option("--kind")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 50,
+    before: Annotated[
+        int | None,
+        typer.Option("--before", min=1, help="Page cursor printed after the previous page."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """List journaled signals, newest first."""
+    """List journaled signals, newest first (keyset-paged: --before continues a page)."""
     if state is not None and state not in {s.value for s in State}:
         fail(f"--state: {state!r} is not one of {', '.join(s.value for s in State)}")
-    rows = runtime().signals.list(delegate, state, kind, limit)
+    rows, cursor = runtime().signals.page(delegate, state, kind, limit, before)
+    if cursor is not None:
+        # On stderr, so the listing (text or JSON) on stdout keeps its shape.
+        typer.echo(f"more: --before {cursor}", err=True)
     if as_json:
         print_json([row.public() for row in rows])
         return

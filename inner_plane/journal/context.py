@@ -30,10 +30,13 @@ SNAPSHOT_SQL = text(
        FROM ({RECALL_QUERY}) r) AS recalled,
       (SELECT coalesce(json_agg(a ORDER BY a.rank DESC, a.created_at DESC), '[]'::json)
        FROM ({RELEVANT_QUERY}) a) AS ambient,
+      -- The open conversation first, then its messages newest first through the partial
+      -- index ix_conversation_events_messages: the scan stops after :history_limit rows.
       (SELECT coalesce(json_agg(h ORDER BY h.seq), '[]'::json) FROM (
           SELECT e.seq, e.type, e.payload, e.turn_id, e.created_at
-          FROM conversation_events e JOIN conversations c ON c.id = e.conversation_id
-          WHERE c.delegate_id = :delegate AND c.ended_at IS NULL AND e.delegate_id = :delegate
+          FROM conversation_events e
+          WHERE e.conversation_id = (SELECT c.id FROM conversations c
+                                      WHERE c.delegate_id = :delegate AND c.ended_at IS NULL)
             AND e.type IN ('user.message', 'assistant.message')
           ORDER BY e.seq DESC
           LIMIT :history_limit) h) AS history

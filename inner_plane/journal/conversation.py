@@ -72,7 +72,16 @@ class ConversationEventRow(Base):
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
 
-    __table_args__ = (Index("ix_conversation_events_delegate_seq", "delegate_id", "seq"),)
+    __table_args__ = (
+        Index("ix_conversation_events_delegate_seq", "delegate_id", "seq"),
+        # Migration 0010_flat_costs: the composer's history reads only the messages.
+        Index(
+            "ix_conversation_events_messages",
+            "conversation_id",
+            "seq",
+            postgresql_where=sqlalchemy.text("type IN ('user.message', 'assistant.message')"),
+        ),
+    )
 
 
 _C = cast(Table, ConversationRow.__table__)

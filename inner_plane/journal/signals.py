@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 import weakref
@@ -249,8 +250,25 @@ class SignalJournal:
         state: str | None = None,
         kind: str | None = None,
         limit: int = 50,
+        before: int | None = None,
     ) -> list[Signal]:
+        return self.page(delegate_id, state, kind, limit, before)[0]
+
+    def page(
+        self,
+        delegate_id: str | None = None,
+        state: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        before: int | None = None,
+    ) -> tuple[builtins.list[Signal], int | None]:
+        """Newest first, keyset-paged: ``before`` is the cursor returned with the previous page
+        (a ``seq``), and the cursor returned is None on the last page. An index leading with
+        ``seq`` (alone, or after delegate or state) lets the scan stop after ``limit`` rows,
+        however deep the page."""
         query = select(_T).order_by(_T.c.seq.desc()).limit(limit)
+        if before is not None:
+            query = query.where(_T.c.seq < before)
         if delegate_id is not None:
             query = query.where(_T.c.delegate_id == delegate_id)
         if state is not None:
@@ -258,7 +276,9 @@ class SignalJournal:
         if kind is not None:
             query = query.where(_T.c.kind == kind)
         with self.engine.connect() as connection:
-            return [_to_signal(row) for row in connection.execute(query)]
+            rows = connection.execute(query).all()
+        cursor = int(rows[-1].seq) if len(rows) == limit else None
+        return [_to_signal(row) for row in rows], cursor
 
     def count(self, delegate_id: str | None = None) -> int:
         query = select(func.count()).select_from(_T)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     func,
     text,
 )
+from sqlalchemy import text as sa_text  # UserTurnRow has a column named text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -91,6 +92,24 @@ class SignalRow(Base):
         ),
         Index("ix_signals_delegate_created", "delegate_id", "created_at"),
         Index("ix_signals_state_available", "state", "available_at"),
+        # Migration 0010_flat_costs: one partial index per live predicate, and seq-led ones
+        # for the newest-first lists (keyset-paged).
+        Index(
+            "ix_signals_due",
+            "delegate_id",
+            text("priority DESC"),
+            "seq",
+            postgresql_where=text("state = 'pending' AND mode <> 'ambient'"),
+        ),
+        Index(
+            "ix_signals_pending_expiry",
+            "expires_at",
+            postgresql_where=text("state = 'pending' AND expires_at IS NOT NULL"),
+        ),
+        Index("ix_signals_claimed_by", "claimed_by", postgresql_where=text("state = 'claimed'")),
+        Index("ix_signals_seq", "seq"),
+        Index("ix_signals_delegate_seq", "delegate_id", "seq"),
+        Index("ix_signals_state_seq", "state", "seq"),
     )
 
 
@@ -128,6 +147,17 @@ class ActivationRow(Base):
     agent: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     reply: Mapped[str | None] = mapped_column(Text)
 
+    __table_args__ = (
+        Index("ix_activations_delegate_seq", "delegate_id", "seq"),
+        Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
+        Index("ix_activations_delegate_started", "delegate_id", "started_at"),
+        Index("ix_activations_seq", "seq"),
+    )
+
+
+_QUEUED = "state = 'queued'"
+_RUNNING = "state = 'running'"
+
 
 class UserTurnRow(Base):
     __tablename__ = "user_turns"
@@ -144,6 +174,19 @@ class UserTurnRow(Base):
     activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     reply: Mapped[str | None] = mapped_column(Text)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index(
+            "ix_user_turns_queued",
+            "delegate_id",
+            "seq",
+            postgresql_where=sa_text("state = 'queued'"),
+        ),
+        Index(
+            "ix_user_turns_running", "delegate_id", postgresql_where=sa_text("state = 'running'")
+        ),
+        Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
+    )
 
 
 class SignalEventRow(Base):

@@ -22,7 +22,7 @@ from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.signals.model import State
 from inner_plane.timeline import follow_live, replay
-from tests.support.responses_server import ResponsesServer, function_call, message, response
+from tests.support.responses_wire import ResponsesServer, function_call, message, response
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
 from tests.support.activations import activation_for
 from tests.support.guard import RecordingGuard
-from tests.support.responses_server import (
+from tests.support.responses_wire import (
     ResponsesServer,
     compaction,
     function_call,

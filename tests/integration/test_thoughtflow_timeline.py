@@ -26,7 +26,7 @@ from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.timeline import follow_live, replay, report_capsule
 from tests.support.activations import activation_for
 from tests.support.guard import RecordingGuard
-from tests.support.responses_server import (
+from tests.support.responses_wire import (
     ResponsesServer,
     compaction,
     function_call,

@@ -44,13 +44,16 @@ class Stores:
         return env
 
 
-def start_stores() -> Stores:
+def start_stores(data_dir: Path | None = None) -> Stores:
+    """Start (or reuse) the stores; embedded ones live under ``data_dir`` (default: the test
+    session's)."""
+    data_dir = data_dir or TEST_DATA_DIR
     configured_db = os.environ.get("INNER_PLANE_DATABASE_URL") or None
     configured_redis = os.environ.get("INNER_PLANE_REDIS_URL") or None
-    TEST_DATA_DIR.mkdir(exist_ok=True)
+    data_dir.mkdir(exist_ok=True)
     services: EmbeddedServices | None = None
     settings = build_settings(
-        database_url=configured_db, redis_url=configured_redis, data_dir=TEST_DATA_DIR
+        database_url=configured_db, redis_url=configured_redis, data_dir=data_dir
     )
     if configured_db is None or configured_redis is None:
         services = EmbeddedServices(settings)
@@ -65,7 +68,7 @@ def start_stores() -> Stores:
         )
     database.ensure_database(url)
     database.upgrade(url)
-    return Stores(url, settings.redis_url, TEST_DATA_DIR, services)
+    return Stores(url, settings.redis_url, data_dir, services)
 
 
 def truncate_all(url: str) -> None:

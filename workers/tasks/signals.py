@@ -25,7 +25,16 @@ RETRY = {
 }
 
 
-@shared_task(name=names.PUBLISH_TASK, acks_late=True, serializer="json", **RETRY)
+# In a worker, messages of this task never reach the body below: the strategy journals them many
+# per transaction and acks each after its commit (workers/batching.py). The body serves direct
+# calls (``publish_signal(...)``, ``.apply()``).
+@shared_task(
+    name=names.PUBLISH_TASK,
+    acks_late=True,
+    serializer="json",
+    Strategy="workers.batching:buffered_publish",
+    **RETRY,
+)
 def publish_signal(signal: Any) -> dict[str, Any]:
     try:
         return publish(signal, via="celery").public()

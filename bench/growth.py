@@ -1,0 +1,548 @@
+"""Growth benchmark (issue 15): does each operation cost as much on a big journal as on a small?
+
+Three databases hold journals of 10k, 100k and 1M signal rows (``--quick``: 1k, 10k, 100k), with
+as many signal events, activations and conversation events and a tenth as many user turns, over
+1,000 delegates. They are loaded with COPY into the migrated schema and kept between runs
+(``.inner-plane-growth/``; ``--reload`` rebuilds them); a kept database is only migrated forward.
+
+State mix. Finished history grows with the size: signals delivered, dismissed, expired and dead,
+activations completed, failed and interrupted, user turns done. 5% of the signals are retained
+ambient ones still pending (their TTL has not run out), as measured on the issue's run. The live
+work is the same at every size, because the lane and the TTLs bound it, not the history: 100
+due next-turn signals, 20 wake signals in retry backoff, 50 ambient signals past their expiry
+that the sweeper has not visited yet.
+
+Each operation is sampled on the three sizes in rotating order (round r starts at size r mod 3),
+after one discarded warm-up round. Printed per operation: p50 and p99 per size, and the ratios
+of the largest to the smallest size. The last line is one JSON object; ``growth_max_ratio`` is
+the largest p50 ratio (target <= 1.25), ``growth_max_p99_ratio`` the largest p99 ratio (<= 1.5).
+
+    .venv/bin/python bench/growth.py [--quick] [--reload] [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-growth"))
+
+import psycopg  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+from sqlalchemy.engine import make_url  # noqa: E402
+
+from inner_plane import logs  # noqa: E402
+from inner_plane.agent.factory import load_composer  # noqa: E402
+from inner_plane.agent.port import (  # noqa: E402
+    Activation,
+    AgentResult,
+    Disposition,
+    Settlement,
+    Trigger,
+)
+from inner_plane.config import build_settings  # noqa: E402
+from inner_plane.journal import conversation, database, thoughtflow  # noqa: E402
+from inner_plane.journal.activations import ActivationJournal, due_window, has_work  # noqa: E402
+from inner_plane.journal.retention import delete_finished_signals  # noqa: E402
+from inner_plane.lane.runner import Lane  # noqa: E402
+from inner_plane.lane.sweeper import sweep  # noqa: E402
+from inner_plane.publish import publish  # noqa: E402
+from inner_plane.runtime import Runtime, build_runtime  # noqa: E402
+from tests.support.stores import start_stores  # noqa: E402
+
+DELEGATES = 1_000
+# Bump when the loaded data changes shape: kept databases of another version are rebuilt.
+LOAD_VERSION = 1
+SPAN = timedelta(days=6)  # the history spans six days; retention keeps seven
+RETENTION = timedelta(days=7)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def _ts(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _copy(cursor: psycopg.Cursor[Any], table: str, columns: str, lines: Iterator[str]) -> None:
+    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        buffer = io.StringIO()
+        for n, line in enumerate(lines, 1):
+            buffer.write(line)
+            if n % 20_000 == 0:
+                copy.write(buffer.getvalue())
+                buffer = io.StringIO()
+        copy.write(buffer.getvalue())
+
+
+def _delegate(i: int) -> str:
+    return f"g{i % DELEGATES:04d}"
+
+
+def load(url: str, size: int, seed: int = 15) -> None:
+    """COPY a journal of ``size`` signal rows into the freshly migrated database at ``url``."""
+    rng = random.Random(seed)
+    now = datetime.now(UTC)
+    start = now - SPAN
+    step = SPAN / max(size, 1)
+    signal_ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(size)]
+    activation_ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(size)]
+    conversation_ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(DELEGATES)]
+    words = [
+        "budget",
+        "invoice",
+        "report",
+        "meeting",
+        "travel",
+        "review",
+        "draft",
+        "summary",
+        "renewal",
+        "contract",
+    ]
+
+    def signal_lines() -> Iterator[str]:
+        for i, sid in enumerate(signal_ids):
+            at = start + step * i
+            r = rng.random()
+            expires = r"\N"
+            settled = _ts(at + timedelta(seconds=2))
+            claimed = str(activation_ids[i])
+            available = _ts(at)
+            if r < 0.05:  # retained ambient, still pending
+                mode, kind, state = "ambient", "external.feed.item", "pending"
+                expires, settled, claimed = _ts(now + timedelta(days=7)), r"\N", r"\N"
+            elif r < 0.08:
+                mode, kind, state = "ambient", "external.feed.item", "expired"
+                expires, claimed = _ts(at + timedelta(hours=1)), r"\N"
+            elif r < 0.88:
+                mode = rng.choice(("wake", "wake", "next-turn", "interrupt"))
+                kind, state = "task.completed", "delivered"
+            elif r < 0.94:
+                mode, kind, state = "next-turn", "memory.consolidated", "dismissed"
+            elif r < 0.97:
+                mode, kind, state = "next-turn", "task.completed", "expired"
+                expires, claimed = _ts(at + timedelta(hours=1)), r"\N"
+            else:
+                mode, kind, state = "wake", "timer.due", "dead"
+            word = words[i % len(words)]
+            data = json.dumps({"n": i, "summary": f"{word} {words[(i * 7) % len(words)]}"})
+            yield (
+                f"{sid}\t{_delegate(i)}\t{kind}\tgrowth\t{mode}\t50\t{data}\ttrusted\t"
+                f"k{i}\t{state}\t1\t5\t{_ts(at)}\t{_ts(at)}\t{available}\t{expires}\t"
+                f"{settled if state != 'pending' else _ts(at)}\t{claimed}\t{settled}\n"
+            )
+
+    def live_lines() -> Iterator[str]:
+        # The live work, the same at every size (see the module docstring).
+        for n in range(170):
+            sid = uuid.uuid4()
+            at = now - timedelta(minutes=5)
+            if n < 100:
+                mode, available, expires = "next-turn", at, r"\N"
+            elif n < 120:
+                mode, available, expires = "wake", now + timedelta(days=1), r"\N"
+            else:
+                mode, available, expires = "ambient", at, now - timedelta(minutes=1)
+            exp = expires if isinstance(expires, str) else _ts(expires)
+            yield (
+                f"{sid}\t{_delegate(n * 7)}\ttask.completed\tlive\t{mode}\t50\t{{}}\ttrusted\t"
+                f"live{n}\tpending\t0\t5\t{_ts(at)}\t{_ts(at)}\t{_ts(available)}\t{exp}\t"
+                f"{_ts(at)}\t\\N\t\\N\n"
+            )
+
+    def event_lines() -> Iterator[str]:
+        for i, sid in enumerate(signal_ids):
+            at = start + step * i + timedelta(seconds=1)
+            yield f"{sid}\t{_ts(at)}\tclaimed\t\t{activation_ids[i]}\n"
+
+    def activation_lines() -> Iterator[str]:
+        for i, aid in enumerate(activation_ids):
+            at = start + step * i
+            r = rng.random()
+            state = "completed" if r < 0.95 else ("failed" if r < 0.98 else "interrupted")
+            trigger = rng.choice(("wake", "wake", "user", "drain", "interrupt"))
+            yield (
+                f"{aid}\t{_delegate(i)}\t{trigger}\t\t1\tgrowth\t{state}\t{_ts(at)}\t"
+                f"{_ts(at + timedelta(seconds=2))}\t{{{signal_ids[i]}}}\t\\N\t1\tscripted\t"
+                "done\n"
+            )
+
+    def turn_lines() -> Iterator[str]:
+        for i in range(size // 10):
+            at = start + step * i * 10
+            state = "done" if rng.random() < 0.97 else "failed"
+            yield (
+                f"{uuid.uuid4()}\t{_delegate(i)}\tcli\thello {i}\t{state}\t{_ts(at)}\t"
+                f"{activation_ids[i * 10]}\tok\t{_ts(at + timedelta(seconds=3))}\n"
+            )
+
+    def conversation_lines() -> Iterator[str]:
+        for d, cid in enumerate(conversation_ids):
+            yield f"{cid}\t{_delegate(d)}\t{_ts(start - timedelta(days=1))}\t\\N\n"
+
+    types = (
+        "user.message",
+        "assistant.message",
+        "inner.activation.started",
+        "inner.activation.completed",
+        "inner.context.attached",
+    )
+
+    def conversation_event_lines() -> Iterator[str]:
+        for i in range(size):
+            at = start + step * i
+            kind = types[i % len(types)]
+            payload = json.dumps({"text": f"{words[i % len(words)]} {i}"})
+            yield (
+                f"{uuid.uuid4()}\t{_delegate(i)}\t{conversation_ids[i % DELEGATES]}\t{kind}\t"
+                f"{payload}\t{activation_ids[i]}\t\\N\t{_ts(at)}\n"
+            )
+
+    def memory_lines() -> Iterator[str]:
+        # Memories are not journal history: the same number at every size.
+        for i in range(DELEGATES * 10):
+            kind = "standing" if i % 10 == 0 else "learned"
+            content = f"the user likes {words[i % len(words)]} and {words[(i * 3) % len(words)]}"
+            yield f"{uuid.uuid4()}\t{_delegate(i)}\t{kind}\t{content}\tnew\tgrowth\t{_ts(start)}\n"
+
+    signal_columns = (
+        "id, delegate_id, kind, source, mode, priority, data, trust, dedup_key, state, attempts, "
+        "max_attempts, occurred_at, created_at, available_at, expires_at, updated_at, "
+        "claimed_by, settled_at"
+    )
+    with psycopg.connect(database.libpq_url(url), autocommit=True) as connection:
+        cursor = connection.cursor()
+        _copy(cursor, "signals", signal_columns, signal_lines())
+        _copy(cursor, "signals", signal_columns, live_lines())
+        _copy(
+            cursor,
+            "signal_events",
+            "signal_id, at, event, reason, activation_id",
+            event_lines(),
+        )
+        _copy(
+            cursor,
+            "activations",
+            "id, delegate_id, trigger, reason, epoch, holder, state, started_at, finished_at, "
+            "signal_ids, turn_id, attempts, agent, reply",
+            activation_lines(),
+        )
+        _copy(
+            cursor,
+            "user_turns",
+            "id, delegate_id, channel, text, state, created_at, activation_id, reply, finished_at",
+            turn_lines(),
+        )
+        _copy(
+            cursor,
+            "conversations",
+            "id, delegate_id, started_at, ended_at",
+            conversation_lines(),
+        )
+        _copy(
+            cursor,
+            "conversation_events",
+            "id, delegate_id, conversation_id, type, payload, activation_id, turn_id, created_at",
+            conversation_event_lines(),
+        )
+        _copy(
+            cursor,
+            "memories",
+            "id, delegate_id, kind, content, relation, source, created_at",
+            memory_lines(),
+        )
+        cursor.execute(
+            "INSERT INTO leases (delegate_id, epoch) "
+            "SELECT 'g' || lpad(g::text, 4, '0'), 1 FROM generate_series(0, :n - 1) g".replace(
+                ":n", str(DELEGATES)
+            )
+        )
+        cursor.execute(
+            "CREATE TABLE growth_loaded (size bigint NOT NULL, version int NOT NULL, "
+            "loaded_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cursor.execute(
+            "INSERT INTO growth_loaded (size, version) VALUES (%s, %s)", (size, LOAD_VERSION)
+        )
+        cursor.execute("VACUUM (ANALYZE)")
+
+
+def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
+    """The database for one size: kept from an earlier run when its data has this version."""
+    url = make_url(database.sqlalchemy_url(base_url)).set(database=f"growth_{label}")
+    url_text = url.render_as_string(hide_password=False)
+    admin = make_url(database.sqlalchemy_url(base_url)).set(database="postgres")
+    admin_url = database.libpq_url(admin.render_as_string(hide_password=False))
+    name = f"growth_{label}"
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        exists = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+        ).fetchone()
+        if exists is not None and not reload:
+            with psycopg.connect(database.libpq_url(url_text), autocommit=True) as db:
+                try:
+                    found = db.execute("SELECT size, version FROM growth_loaded").fetchone()
+                except psycopg.errors.UndefinedTable:
+                    found = None
+            if found == (size, LOAD_VERSION):
+                database.upgrade(url_text)  # migrations added since the load
+                with psycopg.connect(database.libpq_url(url_text), autocommit=True) as db:
+                    db.execute("ANALYZE")
+                return url_text
+        if exists is not None:
+            connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    database.upgrade(url_text)
+    started = time.perf_counter()
+    load(url_text, size)
+    print(f"  loaded {label}: {size:,} signal rows in {time.perf_counter() - started:.1f} s")
+    return url_text
+
+
+# --- the operations ---------------------------------------------------------------------------
+
+
+class InstantAgent:
+    name = "instant"
+
+    def run(self, context, guard):  # type: ignore[no-untyped-def]
+        return AgentResult(
+            settlements={i: Settlement(Disposition.ACTED) for i in context.rendered_signal_ids}
+        )
+
+
+@dataclass
+class Journal:
+    label: str
+    runtime: Runtime
+    lane: Lane
+    composer: Any
+    activations: ActivationJournal
+    sample_signal: dict[str, uuid.UUID]  # delegate -> one of its signals
+    compose_for: dict[str, Activation]
+
+
+def open_journal(label: str, url: str, redis_url: str, data_dir: Path) -> Journal:
+    settings = build_settings(
+        database_url=url,
+        redis_url=redis_url,
+        data_dir=data_dir,
+        batch_quiet_ms=0,
+        batch_max_age_ms=0,
+        wake_budget_per_hour=10**9,
+    )
+    runtime = build_runtime(settings)
+    composer = load_composer(runtime)
+    lane = Lane(runtime, InstantAgent(), composer, holder=f"growth-{label}")
+    with runtime.engine.connect() as connection:
+        rows = connection.execute(
+            text(
+                "SELECT DISTINCT ON (delegate_id) delegate_id, id FROM signals "
+                "WHERE source = 'growth' AND delegate_id < 'g0100' ORDER BY delegate_id, seq"
+            )
+        ).all()
+    sample = {row[0]: row[1] for row in rows}
+    compose_for: dict[str, Activation] = {}
+    for delegate, signal_id in sample.items():
+        signal = runtime.signals.get(signal_id)
+        assert signal is not None
+        compose_for[delegate] = Activation(
+            uuid.uuid4(), delegate, Trigger.WAKE, 1, datetime.now(UTC), (signal,)
+        )
+    return Journal(
+        label, runtime, lane, composer, ActivationJournal(runtime.engine), sample, compose_for
+    )
+
+
+def operations() -> dict[str, Callable[[Journal, str, int], Any]]:
+    def publish_direct(j: Journal, d: str, n: int) -> Any:
+        return publish(
+            kind="task.completed",
+            source="growth-bench",
+            delegate_id=d,
+            mode="next-turn",
+            dedup_key=f"{uuid.uuid4()}",
+            data={"n": n},
+            runtime=j.runtime,
+        )
+
+    def signals_show(j: Journal, d: str, n: int) -> Any:
+        signal_id = j.sample_signal[d]
+        return j.runtime.signals.get(signal_id), j.activations.events(signal_id)
+
+    def activation(j: Journal, d: str, n: int) -> Any:
+        # The wake signal is inserted first, outside the timing (see run_sample).
+        outcome = j.lane.run(d)
+        assert outcome.activations, f"no activation ran for {d}"
+        return outcome
+
+    def lane_reads(j: Journal, d: str, n: int) -> Any:
+        with j.runtime.engine.begin() as connection:
+            return due_window(connection, d), has_work(connection, d)
+
+    def sweeper(j: Journal, d: str, n: int) -> Any:
+        return sweep(j.runtime)
+
+    def compose(j: Journal, d: str, n: int) -> Any:
+        return j.composer.compose(j.compose_for[d])
+
+    def retention(j: Journal, d: str, n: int) -> Any:
+        return delete_finished_signals(j.runtime.engine, RETENTION)
+
+    def list_delegate(j: Journal, d: str, n: int) -> Any:
+        return j.runtime.signals.list(d, None, None, 50)
+
+    def list_all(j: Journal, d: str, n: int) -> Any:
+        return j.runtime.signals.list(None, None, None, 50)
+
+    def list_dead(j: Journal, d: str, n: int) -> Any:
+        return j.runtime.signals.list(None, "dead", None, 50)
+
+    def activations_list(j: Journal, d: str, n: int) -> Any:
+        return j.activations.recent(d, 50), j.activations.recent(None, 50)
+
+    def timeline(j: Journal, d: str, n: int) -> Any:
+        return (
+            conversation.read_events(j.runtime.engine, d, limit=50),
+            thoughtflow.list_thoughtflows(j.runtime.engine, d),
+        )
+
+    return {
+        "publish": publish_direct,
+        "signals_show": signals_show,
+        "retention": retention,
+        "activation": activation,
+        "lane_reads": lane_reads,
+        "compose": compose,
+        "sweeper": sweeper,
+        "signals_list_delegate": list_delegate,
+        "signals_list": list_all,
+        "signals_list_dead": list_dead,
+        "activations_list": activations_list,
+        "timeline": timeline,
+    }
+
+
+def add_wake(j: Journal, d: str, n: int) -> None:
+    with j.runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data, "
+                "trust, max_attempts, occurred_at, available_at) VALUES (gen_random_uuid(), "
+                ":d, 'task.completed', 'growth-bench', 'wake', 50, CAST(:data AS jsonb), "
+                "'trusted', 5, now(), now())"
+            ),
+            {"d": d, "data": json.dumps({"n": n})},
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1k/10k/100k rows, fewer rounds")
+    parser.add_argument("--reload", action="store_true", help="rebuild the kept databases")
+    parser.add_argument("--rounds", type=int, default=None)
+    args = parser.parse_args()
+    sizes = (1_000, 10_000, 100_000) if args.quick else (10_000, 100_000, 1_000_000)
+    labels = ("1k", "10k", "100k") if args.quick else ("10k", "100k", "1m")
+    rounds = args.rounds or (12 if args.quick else 30)
+
+    logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
+    began = time.perf_counter()
+    stores = start_stores()
+    print(f"journals of {', '.join(f'{s:,}' for s in sizes)} signal rows:")
+    urls = [
+        prepare(stores.database_url, size, label, args.reload)
+        for size, label in zip(sizes, labels, strict=True)
+    ]
+    load_s = time.perf_counter() - began
+    journals = [
+        open_journal(label, url, stores.redis_url, stores.data_dir)
+        for label, url in zip(labels, urls, strict=True)
+    ]
+    journals[0].runtime.redis.flushdb()
+    ops = operations()
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {label: [] for label in labels} for name in ops
+    }
+    delegates = sorted(journals[0].sample_signal)
+    for round_ in range(rounds + 1):  # round 0 warms caches and connections, discarded
+        order = journals[round_ % 3 :] + journals[: round_ % 3]
+        d = delegates[(round_ * 7) % len(delegates)]
+        for name, op in ops.items():
+            for j in order:
+                if name == "activation":
+                    add_wake(j, d, round_)
+                t0 = time.perf_counter()
+                op(j, d, round_)
+                elapsed = (time.perf_counter() - t0) * 1000
+                if round_:
+                    samples[name][j.label].append(elapsed)
+
+    small, big = labels[0], labels[-1]
+    figures: dict[str, Any] = {
+        "machine": f"{os.cpu_count()} cores, shared; embedded PostgreSQL 18 + Redis 6.2",
+        "quick": args.quick,
+        "sizes": dict(zip(labels, sizes, strict=True)),
+        "rounds": rounds,
+        "load_and_migrate_s": round(load_s, 1),
+    }
+    ratios: dict[str, float] = {}
+    p99_ratios: dict[str, float] = {}
+    header = " ".join(f"{lb + ' p50':>10} {lb + ' p99':>10}" for lb in labels)
+    print(f"\n{'operation':24} {header}")
+    for name, by_size in samples.items():
+        p50 = {lb: statistics.median(v) for lb, v in by_size.items()}
+        p99 = {lb: pct(v, 0.99) for lb, v in by_size.items()}
+        ratios[name] = round(p50[big] / p50[small], 3)
+        p99_ratios[name] = round(p99[big] / p99[small], 3)
+        figures[name] = {
+            "p50_ms": {lb: round(v, 3) for lb, v in p50.items()},
+            "p99_ms": {lb: round(v, 3) for lb, v in p99.items()},
+            "p50_ratio": ratios[name],
+            "p99_ratio": p99_ratios[name],
+        }
+        print(
+            f"{name:24} "
+            + " ".join(f"{p50[lb]:10.2f} {p99[lb]:10.2f}" for lb in labels)
+            + f"   x{ratios[name]:.2f} (p99 x{p99_ratios[name]:.2f})"
+        )
+    worst = max(ratios, key=lambda k: ratios[k])
+    worst_p99 = max(p99_ratios, key=lambda k: p99_ratios[k])
+    figures["growth_ratios"] = ratios
+    figures["growth_max_ratio"] = ratios[worst]
+    figures["growth_max_ratio_operation"] = worst
+    figures["growth_max_p99_ratio"] = p99_ratios[worst_p99]
+    figures["growth_max_p99_ratio_operation"] = worst_p99
+    figures["total_s"] = round(time.perf_counter() - began, 1)
+    print(
+        f"\n{big}/{small} p50: largest x{ratios[worst]} ({worst}; target <= 1.25); "
+        f"p99: largest x{p99_ratios[worst_p99]} ({worst_p99}; target <= 1.5); "
+        f"{figures['total_s']} s in all"
+    )
+    for j in journals:
+        j.runtime.engine.dispose()
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""`inner-plane health ...`: one-shot probes for container healthchecks and Kubernetes.
+
+Each prints one line and exits 0 when healthy, 1 when not. They start nothing: with no store URLs
+configured they talk to the plane `inner-plane up` runs on the data dir.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Annotated, NoReturn
+
+import typer
+
+from inner_plane.cli.locate import api_url, flower_url, plane_settings
+
+health_app = typer.Typer(
+    help="One-shot probes for healthchecks: exit 0 healthy, 1 not; one line of output.",
+    no_args_is_help=True,
+)
+
+WORKER_ROLES = ("signals", "activation", "periodic")
+
+
+def _answer(ok: bool, what: str, detail: str) -> NoReturn:
+    typer.echo(f"{'ok' if ok else 'unhealthy'}: {what}: {detail}")
+    raise typer.Exit(0 if ok else 1)
+
+
+@health_app.command("worker")
+def worker(
+    role: Annotated[
+        str | None,
+        typer.Argument(help="signals, activation or periodic (default: the --queue's worker)"),
+    ] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", "-Q", help="Also require this queue consumed")
+    ] = None,
+    node: Annotated[
+        str | None,
+        typer.Option("--node", help="Node name (default: ROLE@HOSTNAME)"),
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds")] = 3.0,
+) -> None:
+    """Celery-ping the worker of this host (its node name is ROLE@HOSTNAME)."""
+    from inner_plane import celery_bridge
+
+    if node is None:
+        name = role or queue
+        if name is None:
+            typer.echo("inner-plane: error: give a ROLE or --queue", err=True)
+            raise typer.Exit(2)
+        node = f"{name}@{socket.gethostname()}"
+    settings = plane_settings()
+    try:
+        answered = celery_bridge.ping_worker(settings, node, timeout)
+    except Exception as error:
+        _answer(False, f"worker {node}", f"broker unreachable ({str(error)[:200]})")
+    if not answered:
+        _answer(False, f"worker {node}", f"no answer to a ping within {timeout:g} s")
+    if queue is not None:
+        queues = celery_bridge.worker_queues(settings, [node], timeout).get(node, [])
+        if queue not in queues:
+            _answer(False, f"worker {node}", f"does not consume queue {queue!r} ({queues})")
+    _answer(True, f"worker {node}", "answered a ping")
+
+
+@health_app.command("api")
+def api(
+    url: Annotated[
+        str | None, typer.Option("--url", help="Base URL (default: the plane's API)")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds")] = 3.0,
+) -> None:
+    """GET the API's /healthz (the API process and its journal)."""
+    from inner_plane.services.probes import http_check
+
+    base = url or api_url()
+    check = http_check(base.rstrip("/") + "/healthz", expect='"ok"', timeout=timeout)
+    _answer(check.ok, "api", check.detail)
+
+
+@health_app.command("flower")
+def flower(
+    url: Annotated[
+        str | None, typer.Option("--url", help="Base URL (default: the plane's Flower)")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds")] = 3.0,
+) -> None:
+    """GET Flower's /healthcheck."""
+    from inner_plane.services.probes import http_check
+
+    base = url or flower_url()
+    check = http_check(base.rstrip("/") + "/healthcheck", expect="OK", timeout=timeout)
+    _answer(check.ok, "flower", check.detail)
+
+
+@health_app.command("beat")
+def beat(
+    max_age: Annotated[
+        float, typer.Option("--max-age", min=1, help="Seconds since beat's last tick")
+    ] = 60.0,
+) -> None:
+    """Beat's last tick (recorded in Redis by beat itself) is recent enough."""
+    import redis
+
+    from inner_plane.services.probes import beat_tick_age, redis_client
+
+    settings = plane_settings()
+    assert settings.redis_url is not None
+    try:
+        age = beat_tick_age(redis_client(settings.redis_url))
+    except redis.RedisError as error:
+        _answer(False, "beat", f"Redis unreachable ({str(error)[:200]})")
+    if age is None:
+        _answer(False, "beat", "no tick recorded yet")
+    _answer(age <= max_age, "beat", f"last tick {age:.1f} s ago (bound {max_age:g} s)")

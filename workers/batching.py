@@ -1,0 +1,149 @@
+"""One-signal publish messages journaled many per transaction, acked only after the commit.
+
+A Celery task strategy runs in the worker's main process for every message of its task: this
+one keeps ``inner_plane.publish`` messages in a buffer instead of handing each to a pool child,
+and journals the buffer as one ``publish_drafts`` call (one Redis round trip, one insert, one
+commit) when it holds ``INNER_PLANE_INGEST_BATCH`` messages (500) or
+``INNER_PLANE_INGEST_FLUSH_MS`` (10 ms) after the first one arrived. Then:
+
+- every message is acked only after the transaction that holds its signal committed; until then
+  it is unacknowledged in the broker, so a worker killed mid-buffer loses nothing (the broker
+  redelivers after its visibility timeout, and the fixed signal id makes the redelivery a
+  duplicate, not a second row);
+- a bad message is rejected alone (``requeue=False``, one ``rejected`` line); the others of its
+  buffer are journaled;
+- a store outage keeps the buffer, unacknowledged, and tries again after a pause;
+- any other failure of the batch falls back to one message per transaction, so the one message
+  that fails is rejected alone.
+
+The worker's prefetch is raised by one for each buffered message (and lowered after its ack), so
+the buffer can fill whatever ``worker_prefetch_multiplier`` says for the other tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery, Task
+from celery.utils.log import get_logger
+from redis import RedisError
+from sqlalchemy.exc import OperationalError
+
+from inner_plane import logs
+from inner_plane.config import load_settings
+from inner_plane.publish import publish_drafts, validate
+from inner_plane.signals.model import SignalDraft, SignalError
+
+RETRY_S = 1.0
+TRANSIENT = (OperationalError, RedisError)
+
+logger = get_logger("celery.worker.strategy")
+
+
+@dataclass
+class _Held:
+    message: Any
+    ack: Callable[..., Any]
+    reject: Callable[..., Any]
+    task_id: str
+    raw: Any
+    # Whether the prefetch was raised for it (only up to a batch of held messages: while the stores
+    # are down the buffer stops growing at the worker's ordinary prefetch).
+    counted: bool
+
+
+def _signal_of(message: Any) -> Any:
+    args = message.decode()[0]  # protocol 2: (args, kwargs, embed)
+    if not isinstance(args, list | tuple) or len(args) != 1:
+        raise SignalError("signal", "the publish task takes exactly one signal")
+    return args[0]
+
+
+def buffered_publish(task: Task, app: Celery, consumer: Any, **_: Any) -> Callable[..., None]:
+    """The strategy of the one-signal publish task (``Task.Strategy`` names this function)."""
+    settings = load_settings()
+    batch_size, flush_s = settings.ingest_batch, settings.ingest_flush_ms / 1000
+    held: list[_Held] = []
+    errors = consumer.connection_errors
+    timer = consumer.timer
+    scheduled: list[Any] = []
+    info = logger.isEnabledFor(logging.INFO)
+
+    def settle(item: _Held, ok: bool, detail: str = "") -> None:
+        if ok:
+            item.ack(logger, errors)
+            if info:
+                logger.info("Task %s[%s] succeeded: journaled", task.name, item.task_id)
+        else:
+            item.reject(logger, errors, False)
+            logger.warning("Task %s[%s] reject requeue=False: %s", task.name, item.task_id, detail)
+        if item.counted:
+            consumer.qos.decrement_eventually()
+
+    def journal(batch: list[_Held]) -> None:
+        drafts: list[tuple[_Held, SignalDraft]] = []
+        for item in batch:
+            try:
+                drafts.append((item, validate(item.raw, via="celery")))
+            except SignalError as error:  # logged as rejected by validate
+                settle(item, False, str(error))
+        if not drafts:
+            return
+        try:
+            publish_drafts([draft for _, draft in drafts], via="celery")
+        except TRANSIENT:
+            raise
+        except Exception:
+            if len(drafts) == 1:
+                item = drafts[0][0]
+                logger.exception("Task %s[%s] failed", task.name, item.task_id)
+                settle(item, False, "failed to journal")
+                return
+            for item, _draft in drafts:
+                journal([item])
+            return
+        for item, _draft in drafts:
+            settle(item, True)
+
+    def flush() -> None:
+        scheduled.clear()
+        if not held:
+            return
+        batch = held[:]
+        del held[:]
+        try:
+            journal(batch)
+        except TRANSIENT as error:
+            # Nothing of this batch was acked: keep it and try again after a pause.
+            logs.emit("ingest_retry", messages=len(batch), reason=str(error)[:200])
+            held[:0] = [item for item in batch if not item.message.acknowledged]
+            scheduled.append(timer.call_after(RETRY_S, flush))
+
+    def on_message(
+        message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **_: Any
+    ) -> None:
+        task_id = message.headers.get("id", "")
+        try:
+            raw = _signal_of(message)
+        except Exception as error:
+            reject(logger, errors, False)
+            logs.emit("rejected", field="signal", reason=str(error)[:200], via="celery")
+            logger.warning("Task %s[%s] reject requeue=False: %s", task.name, task_id, error)
+            return
+        if info:
+            logger.info("Task %s[%s] received", task.name, task_id)
+        counted = len(held) < batch_size
+        if counted:
+            consumer.qos.increment_eventually()  # built after the strategies
+        held.append(_Held(message, ack, reject, task_id, raw, counted))
+        if len(held) >= batch_size:
+            for entry in scheduled:
+                entry.cancel()
+            flush()
+        elif not scheduled:
+            scheduled.append(timer.call_after(flush_s, flush))
+
+    return on_message
