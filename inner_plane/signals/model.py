@@ -46,8 +46,6 @@ DEDUP_KEY_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
 # push a value in it out of Python's range when read back in another zone.
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)  # exclusive
-_EARLIEST_NAIVE = EARLIEST_INSTANT.replace(tzinfo=None)
-_LATEST_NAIVE = LATEST_INSTANT.replace(tzinfo=None)
 
 # Fixed namespace: ids derived from (delegate, source, dedup_key) are the same on every machine.
 SIGNAL_ID_NAMESPACE = uuid.UUID("6f1c5d1e-3b0a-4e0e-9a55-2d7f3c1b9e41")
@@ -144,13 +142,12 @@ def derive_signal_id(delegate_id: str, source: str, dedup_key: str) -> uuid.UUID
 def within_window(value: datetime) -> bool:
     """True if an aware datetime's UTC instant is in [EARLIEST_INSTANT, LATEST_INSTANT).
 
-    Compared on the wall-clock side, shifted by the offset, so that values whose UTC instant
-    Python cannot even represent (``9999-12-31T23:59:59-00:01``) are refused, not an error."""
-    offset = value.utcoffset()
-    if offset is None:
+    Aware comparison works on day and second counts without building a UTC datetime, so values
+    whose UTC instant Python cannot even represent (``9999-12-31T23:59:59-00:01``) are refused,
+    not an OverflowError."""
+    if value.utcoffset() is None:
         return False
-    naive = value.replace(tzinfo=None)
-    return _EARLIEST_NAIVE + offset <= naive < _LATEST_NAIVE + offset
+    return EARLIEST_INSTANT <= value < LATEST_INSTANT
 
 
 def _aware(name: str) -> AfterValidator:
@@ -158,14 +155,15 @@ def _aware(name: str) -> AfterValidator:
     is given (not for None)."""
 
     def check(value: datetime) -> datetime:
-        if value.tzinfo is None or value.utcoffset() is None:
+        offset = value.utcoffset()
+        if offset is None:
             raise ValueError(f"{name} must be timezone-aware (add an offset such as +00:00)")
-        if not within_window(value):
+        if not EARLIEST_INSTANT <= value < LATEST_INSTANT:
             raise ValueError(
                 "must fall between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z (UTC instant)"
             )
         # In UTC: PostgreSQL refuses offsets beyond +-15:59 that Python accepts (+18:00).
-        return value.astimezone(UTC)
+        return value if not offset else value.astimezone(UTC)
 
     return AfterValidator(check)
 
@@ -183,6 +181,8 @@ _TIMESTAMP = BeforeValidator(_timestamp_text)
 
 
 def _dedup_key(value: str) -> str:
+    if value.isascii() and value.isprintable():  # the common case, decided in C
+        return value
     found = DEDUP_KEY_FORBIDDEN.search(value)
     if found is not None:
         if found.group() == "\x00":
@@ -250,10 +250,6 @@ class SignalDraft(BaseModel):
     def _data_is_object(cls, value: Any) -> Any:
         if not isinstance(value, dict):
             raise ValueError(f"must be a JSON object, not {type(value).__name__}")
-        # Before serialising: a document too deep for json.dumps must fail here, named.
-        problem = data_shape_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
         return value
 
     @field_validator("data")
@@ -265,6 +261,17 @@ class SignalDraft(BaseModel):
             size = len(text.encode())
         except (TypeError, ValueError) as error:
             raise ValueError(f"must be JSON-serialisable ({error})") from None
+        except RecursionError:
+            raise ValueError(f"is nested more than {MAX_DATA_DEPTH} levels deep") from None
+        # Brackets bound the depth and colons the keys from above (strings may hold more): the
+        # exact walk runs only for a document these cheap counts cannot clear.
+        if (
+            text.count("{") + text.count("[") > MAX_DATA_DEPTH
+            or text.count(":") > MAX_DATA_KEYS
+        ):
+            problem = data_shape_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
         if "\\u0000" in text and _has_nul(value):  # the text test is cheap; the walk is exact
             raise ValueError(_NUL)
         if size > MAX_DATA_BYTES:
