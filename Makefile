@@ -25,8 +25,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict inner_plane
 
+# Two legs: the whole suite with Redis as broker, then the broker-relevant acceptance tests with
+# RabbitMQ as broker (one line saying it skipped when no RabbitMQ is reachable; CI=true requires it).
 test: lint typecheck
 	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
+	$(BIN)/python -m tests.support.rabbitmq_leg
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

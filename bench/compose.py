@@ -37,7 +37,7 @@ from sqlalchemy import text
 from bench import harness
 from bench.harness import QUICK, median, p99, ratio
 from inner_plane import logs
-from inner_plane.agent.port import Activation, Trigger
+from inner_plane.activation import Activation, Trigger
 from inner_plane.composer.compose import ContextComposer
 from inner_plane.composer.cue import cue_words, query_text
 from inner_plane.config import build_settings

@@ -46,22 +46,17 @@ from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
 from inner_plane import logs  # noqa: E402
-from inner_plane.agent.factory import load_composer  # noqa: E402
-from inner_plane.agent.port import (  # noqa: E402
-    Activation,
-    AgentResult,
-    Disposition,
-    Settlement,
-    Trigger,
-)
+from inner_plane.activation import Activation, AgentResult, Disposition, Settlement, Trigger  # noqa: E402
 from inner_plane.config import build_settings  # noqa: E402
 from inner_plane.journal import conversation, database, thoughtflow  # noqa: E402
-from inner_plane.journal.activations import ActivationJournal, due_window, has_work  # noqa: E402
+from inner_plane.journal.claims import due_window, has_work  # noqa: E402
+from inner_plane.journal.lane_view import ActivationJournal  # noqa: E402
 from inner_plane.journal.retention import delete_finished_signals  # noqa: E402
 from inner_plane.lane.runner import Lane  # noqa: E402
 from inner_plane.lane.sweeper import sweep  # noqa: E402
 from inner_plane.publish import publish  # noqa: E402
 from inner_plane.runtime import Runtime, build_runtime  # noqa: E402
+from inner_plane.wiring import load_composer  # noqa: E402
 from tests.support.stores import start_stores  # noqa: E402
 
 DELEGATES = 1_000

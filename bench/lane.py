@@ -25,12 +25,12 @@ from sqlalchemy import text
 from bench import harness
 from bench.harness import QUICK, ratio, summary
 from inner_plane import logs
-from inner_plane.agent.factory import load_composer
-from inner_plane.agent.port import AgentResult, Disposition, Settlement
+from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.config import build_settings
 from inner_plane.lane.runner import Lane
 from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import build_runtime, set_runtime
+from inner_plane.wiring import load_composer
 from tests.support.processes import ChildProcess, celery_worker
 from tests.support.stores import Stores, truncate_all
 

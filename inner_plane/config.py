@@ -14,6 +14,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "INNER_PLANE_"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+socket://")
+# RabbitMQ; Redis stays the store for dedup markers, locks and debounce either way.
+AMQP_SCHEMES = ("amqp://", "amqps://", "pyamqp://")
 
 
 class ConfigError(Exception):
@@ -112,13 +115,22 @@ class Settings(BaseSettings):
             raise ValueError("must be a postgresql:// URL")
         return value
 
-    @field_validator("redis_url", "broker_url")
+    @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        if not value.startswith(("redis://", "rediss://", "unix://", "redis+socket://")):
+        if not value.startswith(REDIS_SCHEMES):
             raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _broker_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith((*REDIS_SCHEMES, *AMQP_SCHEMES)):
+            raise ValueError("must be a redis://, rediss://, unix://, amqp:// or amqps:// URL")
         return value
 
     @field_validator("delegate_timezone")
@@ -170,7 +182,8 @@ class Settings(BaseSettings):
 
     @property
     def visibility_timeout_s(self) -> int:
-        # Longer than any task may run, so Redis never redelivers a message whose task still runs.
+        # Longer than any task may run, so Redis never redelivers a message whose task still runs
+        # (a Redis broker only: RabbitMQ redelivers on a closed channel, not on a timer).
         return self.task_time_limit_s * 2 + 60
 
 

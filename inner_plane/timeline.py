@@ -15,6 +15,7 @@ from typing import Any, Literal
 from sqlalchemy import Engine
 
 from inner_plane.journal import conversation as events
+from inner_plane.journal import live
 
 LABELS = {
     events.USER_MESSAGE: "User",
@@ -167,19 +168,20 @@ def report_capsule(
                 activation_id=activation_id,
             )
         return
-    events.notify_live(
-        {
-            "seq": None,
-            "type": events.CONTEXT_CAPSULE,
-            "payload": payload,
-            "delegate_id": delegate_id,
-            "activation_id": None if activation_id is None else str(activation_id),
-            "turn_id": None,
-            "conversation_id": None,
-            "created_at": None,
-            "live_only": True,
-        }
-    )
+    record = {
+        "seq": None,
+        "type": events.CONTEXT_CAPSULE,
+        "payload": payload,
+        "delegate_id": delegate_id,
+        "activation_id": None if activation_id is None else str(activation_id),
+        "turn_id": None,
+        "conversation_id": None,
+        "created_at": None,
+        "live_only": True,
+    }
+    events.notify_live(record)
+    # Through the live feed, to every process that follows it (the API's SSE, the CLI).
+    live.raise_live_now(engine, delegate_id, record)
 
 
 def render_line(item: dict[str, Any]) -> str:

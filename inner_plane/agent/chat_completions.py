@@ -17,7 +17,7 @@ from inner_plane.agent.model_calls import StreamFailed, call_timeout, stream_eve
 from inner_plane.agent.openai_responses import openai_client
 from inner_plane.agent.tool_loop import RunState, StepReply, ToolCall, ToolLoopAgent
 from inner_plane.runtime import Runtime
-from inner_plane.tools import build_registry
+from inner_plane.tools import ToolRegistry, build_registry
 
 INNER_ROLES = ("system", "developer")
 
@@ -49,7 +49,9 @@ class ChatCompletionsAgent(ToolLoopAgent):
         self.reasoning_effort = reasoning_effort
 
     @classmethod
-    def from_runtime(cls, runtime: Runtime) -> ChatCompletionsAgent:
+    def from_runtime(
+        cls, runtime: Runtime, tools: ToolRegistry | None = None
+    ) -> ChatCompletionsAgent:
         settings = runtime.settings
         client = openai_client(runtime)
         assert settings.openai_model is not None
@@ -57,7 +59,7 @@ class ChatCompletionsAgent(ToolLoopAgent):
             runtime,
             client,
             settings.openai_model,
-            build_registry(runtime),
+            build_registry(runtime) if tools is None else tools,
             max_steps=settings.openai_max_steps,
             reasoning_effort=settings.openai_reasoning_effort,
             budget_s=settings.model_budget_s,

@@ -3,13 +3,8 @@ context it would have sent, and dismisses every rendered signal saying why."""
 
 from __future__ import annotations
 
-from inner_plane.agent.port import (
-    AgentResult,
-    Disposition,
-    Settlement,
-    StepGuard,
-    WorkingContext,
-)
+from inner_plane.activation import AgentResult, Disposition, Settlement, WorkingContext
+from inner_plane.agent.port import StepGuard
 
 REASON = "no model configured"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from inner_plane.agent.port import Activation, ContextItem, WorkingContext
+from inner_plane.activation import Activation, ContextItem, WorkingContext
 
 INSTRUCTIONS = (
     "You are the delegate's base agent. Inner signals below come from your own components; "

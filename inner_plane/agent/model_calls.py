@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 import openai
 
-from inner_plane.agent.port import AgentResult, Preempted, StepGuard
+from inner_plane.activation import AgentResult, Preempted
+from inner_plane.agent.port import StepGuard
 from inner_plane.tools import ToolContext, ToolError, ToolRegistry
 
 # How often the agent's thread looks at the guard's flag while no stream event arrives.

@@ -70,7 +70,9 @@ class OpenAIResponsesAgent(ToolLoopAgent):
         self.reasoning_effort = reasoning_effort
 
     @classmethod
-    def from_runtime(cls, runtime: Runtime) -> OpenAIResponsesAgent:
+    def from_runtime(
+        cls, runtime: Runtime, tools: ToolRegistry | None = None
+    ) -> OpenAIResponsesAgent:
         settings = runtime.settings
         client = openai_client(runtime)
         assert settings.openai_model is not None
@@ -78,7 +80,7 @@ class OpenAIResponsesAgent(ToolLoopAgent):
             runtime,
             client,
             settings.openai_model,
-            build_registry(runtime),
+            build_registry(runtime) if tools is None else tools,
             max_steps=settings.openai_max_steps,
             compact_threshold=settings.openai_compact_threshold,
             store=settings.openai_store,

@@ -11,13 +11,8 @@ import json
 import time
 from typing import Any
 
-from inner_plane.agent.port import (
-    AgentResult,
-    Disposition,
-    Settlement,
-    StepGuard,
-    WorkingContext,
-)
+from inner_plane.activation import AgentResult, Disposition, Settlement, WorkingContext
+from inner_plane.agent.port import StepGuard
 
 
 class ScriptFailure(RuntimeError):

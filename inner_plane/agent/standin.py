@@ -3,13 +3,8 @@ signal it was shown as dismissed and says so."""
 
 from __future__ import annotations
 
-from inner_plane.agent.port import (
-    AgentResult,
-    Disposition,
-    Settlement,
-    StepGuard,
-    WorkingContext,
-)
+from inner_plane.activation import AgentResult, Disposition, Settlement, WorkingContext
+from inner_plane.agent.port import StepGuard
 
 
 class StandinAgent:

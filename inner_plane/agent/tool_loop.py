@@ -16,6 +16,7 @@ from typing import Any
 
 import openai
 
+from inner_plane.activation import AgentResult, Preempted, WorkingContext
 from inner_plane.agent.model_calls import (
     AgentRunFailed,
     ContextTooLong,
@@ -29,7 +30,7 @@ from inner_plane.agent.model_calls import (
     settled_summary,
     tool_output,
 )
-from inner_plane.agent.port import AgentResult, Preempted, StepGuard, WorkingContext
+from inner_plane.agent.port import StepGuard
 from inner_plane.runtime import Runtime
 from inner_plane.tools import ToolContext, ToolRegistry
 

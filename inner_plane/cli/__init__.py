@@ -32,6 +32,7 @@ class Entry:
 
 COMMANDS: dict[str, Entry] = {
     "up": Entry("processes", "up", "Run the whole plane here: stores, workers, beat, API, Flower."),
+    "status": Entry("status", "status", "The running plane at a glance; exit 0/1/2."),
     "health": Entry("health", "health_app", "One-shot probes for healthchecks (exit 0 or 1)."),
     "publish": Entry("signals", "publish_command", "Publish one inner signal."),
     "say": Entry("activations", "say", "Send a user turn to a delegate."),
@@ -42,7 +43,8 @@ COMMANDS: dict[str, Entry] = {
     "thoughtflow": Entry("thoughtflow", "thoughtflow_app", "What each activation saw and did."),
     "timeline": Entry("timeline", "timeline", "Replay a delegate's conversation timeline."),
     "processors": Entry("processors", "processors_app", "External processors (HTTP, MCP)."),
-    "serve": Entry("serve", "serve", "Serve the HTTP API (and MCP at /mcp)."),
+    "operators": Entry("operators", "operators_app", "Operators of the API and UI (tokens)."),
+    "serve": Entry("serve", "serve", "Serve the HTTP API, the operator UI at / and MCP."),
     "mcp": Entry("serve", "mcp", "Serve the MCP adapter over stdio for a local processor."),
     "worker": Entry("processes", "worker", "Run one Celery worker role."),
     "beat": Entry("processes", "beat", "Run Celery beat with the plane's schedule."),

@@ -13,7 +13,12 @@ from inner_plane.cli.locate import plane_settings
 from inner_plane.journal import database
 from inner_plane.services.embedded import export_environment, resolve_services, started_services
 from inner_plane.services.plane import PlaneState, clear_state, write_state
-from inner_plane.services.processes import ROLES, celery_command, default_processes
+from inner_plane.services.processes import (
+    ROLES,
+    WORKER_ROLES,
+    celery_command,
+    default_processes,
+)
 from inner_plane.services.supervisor import Supervisor
 
 
@@ -62,11 +67,11 @@ def _exec(command: list[str]) -> None:
 
 
 def worker(
-    role: Annotated[str, typer.Argument(help="signals | activation | periodic")],
+    role: Annotated[str, typer.Argument(help="signals | activation | user_turns | periodic")],
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1)] = None,
 ) -> None:
     """Run one Celery worker role (what `up` and docker-compose start)."""
-    if role not in {"signals", "activation", "periodic"}:
+    if role not in WORKER_ROLES:
         typer.echo(f"inner-plane: error: unknown worker role {role!r}", err=True)
         raise typer.Exit(2)
     _exec(celery_command(role, settings(), concurrency))

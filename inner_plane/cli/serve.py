@@ -9,7 +9,9 @@ from typing import Annotated
 import typer
 from sqlalchemy.exc import OperationalError
 
+from inner_plane import operators
 from inner_plane.cli.common import FAILURE, fail, runtime, settings
+from inner_plane.config import load_settings
 from inner_plane.services.embedded import export_environment
 
 APP_FACTORY = "inner_plane.http.app:create_app"
@@ -24,7 +26,8 @@ def serve(
     ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Server processes")] = 1,
 ) -> None:
-    """Serve the HTTP API: POST /v1/signals, GET /v1/signals/{id}, /healthz, /mcp."""
+    """Serve the HTTP API (processors' intake, the operator API and live feed, the UI at /,
+    /healthz, /mcp). Beyond loopback it refuses to start until an operator exists."""
     import uvicorn
 
     configured = settings()
@@ -34,11 +37,21 @@ def serve(
         rt = runtime()
     except OperationalError as error:
         fail(f"the journal is unreachable: {str(error.orig or error).strip()[:300]}", FAILURE)
+    bind = host or configured.api_host
+    if not operators.is_loopback(bind) and not operators.any_configured(rt):
+        fail(
+            f"refusing to serve on {bind}: beyond loopback the API needs an operator "
+            "credential; add one with `inner-plane operators add NAME`, or bind to 127.0.0.1",
+            FAILURE,
+        )
     os.environ.update(export_environment(rt.settings))
+    # The app reads where it listens from here (open reads only on loopback).
+    os.environ["INNER_PLANE_API_HOST"] = bind
+    load_settings.cache_clear()
     uvicorn.run(
         APP_FACTORY,
         factory=True,
-        host=host or configured.api_host,
+        host=bind,
         port=port or configured.api_port,
         workers=workers,
         log_level=configured.log_level.lower(),
@@ -46,6 +59,8 @@ def serve(
         access_log=False,
         # Requests queued beyond this get 503 from uvicorn rather than piling up.
         limit_concurrency=1000,
+        # Live-feed streams never end on their own: give them a moment, then close them.
+        timeout_graceful_shutdown=3,
     )
 
 

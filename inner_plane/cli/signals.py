@@ -14,7 +14,7 @@ import typer
 from inner_plane import celery_bridge, logs
 from inner_plane.attention.wakes import schedule_wake
 from inner_plane.cli.common import fail, print_json, runtime
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.publish import publish_drafts, validate, wire_form, with_stable_identity
 from inner_plane.signals.model import Mode, SignalError, State, Trust
 

@@ -16,8 +16,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
 from inner_plane import logs
-from inner_plane.agent.port import Activation, ContextItem, WorkingContext
+from inner_plane.activation import Activation, ContextItem, WorkingContext
 from inner_plane.composer import fence
 from inner_plane.composer.budget import (
     BYTES_PER_TOKEN,
@@ -29,7 +32,7 @@ from inner_plane.composer.budget import (
 )
 from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
-from inner_plane.journal import conversation
+from inner_plane.journal import conversation, live
 from inner_plane.journal.context import snapshot as context_snapshot
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
@@ -168,7 +171,7 @@ class ContextComposer:
     def compose(self, activation: Activation) -> WorkingContext:
         local_now = activation.now.astimezone(self.zone)
         words = cue_words(activation, local_now)
-        _announce_retrieval(activation, words)
+        _announce_retrieval(self.engine, activation, words)
         found = self._read(activation, words)
         token = fence.new_token()
         signals = sorted(activation.signals, key=lambda s: (-s.priority, s.created_at, str(s.id)))
@@ -361,21 +364,25 @@ class ContextComposer:
         return items, rendered, envelope
 
 
-def _announce_retrieval(activation: Activation, words: list[str]) -> None:
-    """Live-only "memory retrieval pending" for the timeline (the outcome is stored later)."""
-    conversation.notify_live(
-        {
-            "seq": None,
-            "type": conversation.MEMORY_RETRIEVAL,
-            "payload": {"status": "pending", "cue": " ".join(words)},
-            "delegate_id": activation.delegate_id,
-            "activation_id": str(activation.id),
-            "turn_id": None,
-            "conversation_id": None,
-            "created_at": None,
-            "live_only": True,
-        }
-    )
+def _announce_retrieval(engine: Engine, activation: Activation, words: list[str]) -> None:
+    """Live-only "memory retrieval pending" for the timeline (the outcome is stored later): to
+    this process's listeners, and through the live feed to every process that follows it."""
+    record = {
+        "seq": None,
+        "type": conversation.MEMORY_RETRIEVAL,
+        "payload": {"status": "pending", "cue": " ".join(words)},
+        "delegate_id": activation.delegate_id,
+        "activation_id": str(activation.id),
+        "turn_id": None,
+        "conversation_id": None,
+        "created_at": None,
+        "live_only": True,
+    }
+    conversation.notify_live(record)
+    try:
+        live.raise_live_now(engine, activation.delegate_id, record, [str(activation.id)])
+    except SQLAlchemyError as error:  # a live-only notice is never worth failing the run
+        logs.emit("live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200])
 
 
 def _recalled_record(row: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from inner_plane.agent.port import Activation
+from inner_plane.activation import Activation
 from inner_plane.memory.query import cue_words as words_of
 from inner_plane.memory.query import query_text
 

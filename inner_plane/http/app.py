@@ -19,7 +19,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from inner_plane.http import errors
+from inner_plane.config import load_settings
+from inner_plane.http import errors, operator_api
 from inner_plane.http.errors import ApiError, AsciiJSONResponse
 from inner_plane.http.intake import (
     JOURNAL_DOWN,
@@ -29,6 +30,8 @@ from inner_plane.http.intake import (
     path_of,
     read_body,
 )
+from inner_plane.http.live_feed import LiveFeed
+from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.schemas import (
     ExternalSignal,
     Health,
@@ -140,7 +143,19 @@ def create_app(
     runtime_factory: Callable[[], Runtime] = get_runtime,
     max_body_bytes: int = MAX_BODY_BYTES,
     mcp: bool = True,
+    bind_host: str | None = None,
 ) -> FastAPI:
+    """The API. ``bind_host`` is where the server listens (default: INNER_PLANE_API_HOST):
+    off loopback, even reads need an operator credential."""
+    gate = OperatorGate(runtime_factory, bind_host or load_settings().api_host)
+    feeds: list[LiveFeed] = []
+
+    def feed() -> LiveFeed:
+        if not feeds:
+            runtime = runtime_factory()
+            feeds.append(LiveFeed(runtime.database_url, runtime.engine))
+        return feeds[0]
+
     mcp_lifespan: Callable[[], AbstractAsyncContextManager[None]] | None = None
     mcp_route: Any = None
     if mcp:
@@ -150,11 +165,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if mcp_lifespan is None:
-            yield
-        else:
-            async with mcp_lifespan():
+        try:
+            if mcp_lifespan is None:
                 yield
+            else:
+                async with mcp_lifespan():
+                    yield
+        finally:
+            for started in feeds:
+                await run_in_threadpool(started.stop)
 
     app = FastAPI(
         title="inner-plane signals API",
@@ -168,6 +187,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_exception_handler(ApiError, errors.handle_api_error)
+    app.include_router(operator_api.build_router(runtime_factory, gate, feed))
     if mcp_route is not None:
         app.router.routes.append(mcp_route)
 
@@ -241,11 +261,20 @@ def create_app(
             schema["components"]["securitySchemes"] = {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "hmac": {"type": "apiKey", "in": "header", "name": "X-Inner-Plane-Signature"},
+                "operator": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An operator token (`inner-plane operators add`), or the "
+                    "UI's session cookie; never a processor's credential",
+                },
             }
             for path, operations in schema["paths"].items():
                 if path.startswith("/v1/"):
                     for operation in operations.values():
-                        operation["security"] = [{"bearer": []}, {"hmac": []}]
+                        if "operator" in operation.get("tags", []):
+                            operation["security"] = [{"operator": []}]
+                        else:
+                            operation["security"] = [{"bearer": []}, {"hmac": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, Engine, text
 
 from inner_plane.journal.database import single_statement
+from inner_plane.journal.predicates import FENCED_EPOCH
 
 
 class LeaseLost(Exception):
@@ -54,7 +55,7 @@ _RELEASE = text(
     RETURNING epoch
     """
 )
-_FENCE = text("SELECT epoch FROM leases WHERE delegate_id = :delegate FOR SHARE")
+_FENCE = text(f"SELECT {FENCED_EPOCH}")
 
 
 def fence(connection: Connection, delegate_id: str, epoch: int) -> None:

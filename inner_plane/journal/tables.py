@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy import text as sa_text  # UserTurnRow has a column named text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import UserDefinedType
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -110,6 +111,13 @@ class SignalRow(Base):
         Index("ix_signals_seq", "seq"),
         Index("ix_signals_delegate_seq", "delegate_id", "seq"),
         Index("ix_signals_state_seq", "state", "seq"),
+        # Migration 0011_operator_view: the dead letters of one delegate.
+        Index(
+            "ix_signals_dead_delegate",
+            "delegate_id",
+            "seq",
+            postgresql_where=text("state = 'dead'"),
+        ),
     )
 
 
@@ -202,3 +210,52 @@ class SignalEventRow(Base):
     event: Mapped[str] = mapped_column(Text, nullable=False)
     reason: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    # The operator who caused the event (NULL: the plane itself).
+    actor: Mapped[str | None] = mapped_column(Text)
+
+
+class OperatorRow(Base):
+    """People allowed to read the operator API and act on signals and timers. Separate from
+    processors: a processor's credential never opens the operator API."""
+
+    __tablename__ = "operators"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    secret_hash: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (UniqueConstraint("name"),)
+
+
+class Xid8(UserDefinedType[int]):
+    """PostgreSQL's 64-bit transaction id."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **_kw: Any) -> str:
+        return "XID8"
+
+
+class LiveEventRow(Base):
+    """The live feed's durable log: one row per write statement (ids, not payloads) or per
+    live-only event (with its small ``data``). Triggers of migration 0011 write it and NOTIFY
+    ``inner_plane_live`` with the row's id in the same transaction."""
+
+    __tablename__ = "live_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    xid: Mapped[int] = mapped_column(
+        Xid8(), nullable=False, server_default=text("pg_current_xact_id()")
+    )
+    at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()")
+    )
+    delegate_id: Mapped[str | None] = mapped_column(Text)
+    topic: Mapped[str] = mapped_column(Text, nullable=False)
+    ids: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default=text("'{}'"))
+    data: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+
+    __table_args__ = (Index("ix_live_events_xid_id", "xid", "id"),)

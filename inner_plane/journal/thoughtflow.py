@@ -8,6 +8,7 @@ records nothing.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, cast
 
@@ -17,7 +18,14 @@ from sqlalchemy import BigInteger, DateTime, Engine, Float, Table, Text, func, s
 from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.agent.port import Activation, AgentResult, WorkingContext
+from inner_plane.activation import (
+    NOT_RENDERED,
+    Activation,
+    AgentResult,
+    SettlementPlan,
+    WorkingContext,
+    plan_settlement,
+)
 from inner_plane.journal import conversation
 from inner_plane.journal.tables import Base
 
@@ -38,8 +46,6 @@ class ThoughtflowRow(Base):
 
 
 _T = cast(Table, ThoughtflowRow.__table__)
-NOT_RENDERED = "not rendered: cut from the working context by its size budget"
-NOT_SETTLED = "not settled by the agent"
 
 
 def signal_entry(signal: Any) -> dict[str, Any]:
@@ -65,6 +71,7 @@ def build_record(
     result: AgentResult | None,
     duration_ms: float,
     error: str | None,
+    plan: SettlementPlan | None = None,
 ) -> dict[str, Any]:
     rendered = set() if context is None else context.rendered_signal_ids
     model_input: list[dict[str, Any]] | None = None
@@ -72,27 +79,6 @@ def build_record(
         model_input = result.model_input
     elif context is not None:
         model_input = [dict(item) for item in context.model_input()]
-    settlements = {} if result is None else result.settlements
-    # Every claimed signal's outcome: the agent's settlement, or what the plane does with it
-    # (the lane's rules: unrendered ones return to pending, unsettled ones are dismissed).
-    dispositions: dict[str, dict[str, Any]] = {}
-    for signal in activation.signals:
-        settlement = settlements.get(signal.id)
-        if error is not None or result is None:
-            entry = {"disposition": "failed", "reason": error or "no result", "by": "plane"}
-        elif signal.id not in rendered:
-            entry = {"disposition": "returned", "reason": NOT_RENDERED, "by": "plane"}
-        elif settlement is None:
-            entry = {"disposition": "dismissed", "reason": NOT_SETTLED, "by": "plane"}
-        else:
-            entry = {
-                "disposition": settlement.disposition.value,
-                "reason": settlement.reason,
-                "by": "agent",
-            }
-            if settlement.until is not None:
-                entry["until"] = settlement.until.isoformat()
-        dispositions[str(signal.id)] = entry
     record: dict[str, Any] = to_jsonable_python(
         {
             "activation_id": str(activation.id),
@@ -118,13 +104,43 @@ def build_record(
             "decision": None if result is None else result.decision,
             "reply": None if result is None else result.reply,
             "tool_actions": [] if result is None else result.tool_actions,
-            "dispositions": dispositions,
+            "dispositions": dispositions(activation, rendered, result, error, plan),
             "usage": {} if result is None else result.usage,
             "duration_ms": duration_ms,
             "error": error,
         }
     )
     return record
+
+
+def dispositions(
+    activation: Activation,
+    rendered: Collection[uuid.UUID],
+    result: AgentResult | None,
+    error: str | None,
+    plan: SettlementPlan | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every claimed signal's outcome: the agent's settlement, or what the plane does with it,
+    by the same settlement plan the lane applied (computed here if not given)."""
+    if error is not None or result is None:
+        failed = {"disposition": "failed", "reason": error or "no result", "by": "plane"}
+        return {str(s.id): dict(failed) for s in activation.signals}
+    if plan is None:
+        plan = plan_settlement(activation, rendered, result.settlements)
+    entries: dict[uuid.UUID, dict[str, Any]] = {
+        signal_id: {"disposition": "returned", "reason": NOT_RENDERED, "by": "plane"}
+        for signal_id in plan.returned
+    }
+    for outcome in plan.settled:
+        entry: dict[str, Any] = {
+            "disposition": outcome.disposition,
+            "reason": outcome.reason,
+            "by": outcome.by,
+        }
+        if outcome.until is not None:
+            entry["until"] = outcome.until.isoformat()
+        entries[outcome.signal_id] = entry
+    return {str(s.id): entries[s.id] for s in activation.signals}
 
 
 def _conversation_events(
@@ -193,11 +209,12 @@ def record_thoughtflow(
     result: AgentResult | None,
     duration_ms: float,
     error: str | None,
+    plan: SettlementPlan | None = None,
 ) -> None:
     """Store the activation's ThoughtFlow and its conversation events in the caller's
     transaction. Call it before appending "assistant.message" / "inner.activation.completed",
     so the timeline reads: started, memory retrieval, tool calls, usage, reply, completed."""
-    record = build_record(activation, context, result, duration_ms, error)
+    record = build_record(activation, context, result, duration_ms, error, plan)
     values = {
         "activation_id": activation.id,
         "delegate_id": activation.delegate_id,

@@ -66,6 +66,8 @@ class TimerRow(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
+    # The operator who cancelled it (migration 0011_operator_view).
+    cancelled_by: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint(f"state IN {TIMER_STATES}", name="state"),
@@ -81,6 +83,8 @@ class TimerRow(Base):
         ),
         # The tick's query: active timers whose next moment has come.
         Index("ix_timers_due", "next_due", postgresql_where=text("state = 'active'")),
+        # Keyset pages for operators.
+        Index("ix_timers_delegate_created", "delegate_id", "created_at", "id"),
     )
 
 

@@ -9,22 +9,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
-from inner_plane.agent.port import Preempted, Trigger
+from inner_plane.activation import Preempted, Trigger
+from inner_plane.journal.claims import safe_point_check
 from inner_plane.journal.leases import LeaseLost, Leases
+from inner_plane.lane.decide import preemption
 from inner_plane.runtime import Runtime
-
-_CHECK = text(
-    """
-    SELECT (SELECT epoch FROM leases WHERE delegate_id = :delegate),
-           EXISTS (SELECT 1 FROM user_turns WHERE delegate_id = :delegate AND state = 'queued'),
-           EXISTS (SELECT 1 FROM signals WHERE delegate_id = :delegate AND state = 'pending'
-                      AND mode = 'interrupt' AND available_at <= now()
-                      AND (expires_at IS NULL OR expires_at > now()))
-    """
-)
-
 
 IDLE_EXIT_S = 60.0
 
@@ -114,20 +105,12 @@ class LaneGuard:
         if self.lease_lost.is_set():
             raise LeaseLost(self.delegate_id, self.epoch, None)
         with self.transaction() as connection:
-            epoch, turn_waiting, interrupt_waiting = connection.execute(
-                _CHECK, {"delegate": self.delegate_id}
-            ).one()
-        if epoch != self.epoch:
-            raise LeaseLost(self.delegate_id, self.epoch, epoch)
-        if self.trigger is Trigger.USER_TURN:
-            # Only an interrupt-permitted signal pre-empts a user turn.
-            if interrupt_waiting:
-                raise Preempted("interrupt-permitted signal waiting")
-        elif self.trigger is not Trigger.INTERRUPT:
-            if turn_waiting:
-                raise Preempted("user turn waiting")
-            if interrupt_waiting:
-                raise Preempted("interrupt-permitted signal waiting")
+            check = safe_point_check(connection, self.delegate_id)
+        if check.lease_epoch != self.epoch:
+            raise LeaseLost(self.delegate_id, self.epoch, check.lease_epoch)
+        reason = preemption(self.trigger, check)
+        if reason is not None:
+            raise Preempted(reason)
 
     def effect_key(self, step: int) -> str:
         return f"{self.activation_id}:{step}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from inner_plane import logs
 from inner_plane.attention.wakes import send_activate
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.recovery import Recovery
 from inner_plane.runtime import Runtime
 
 
@@ -25,7 +25,7 @@ class SweepReport:
 
 
 def sweep(runtime: Runtime) -> SweepReport:
-    journal = ActivationJournal(runtime.engine)
+    journal = Recovery(runtime.engine)
     report = SweepReport()
     for signal in journal.expire_all():
         report.expired += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from inner_plane import celery_bridge, logs
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.user_turns import UserTurns
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
 
@@ -36,7 +36,7 @@ def user_turn(
     behind a queued background activation."""
     validate_user_turn(delegate_id, text, channel)
     runtime = runtime or get_runtime()
-    turn_id = ActivationJournal(runtime.engine).queue_user_turn(delegate_id, channel, text)
+    turn_id = UserTurns(runtime.engine).queue(delegate_id, channel, text)
     assert turn_id is not None  # a fresh random id never conflicts
     logs.emit("user_turn_queued", id=turn_id, delegate=delegate_id, channel=channel)
     celery_bridge.send(
@@ -65,6 +65,6 @@ def ensure_user_turn(
         except ValueError:
             raise SignalError("turn_id", "must be a UUID") from None
     derived = uuid.uuid5(TURN_NAMESPACE, task_id or str(uuid.uuid4()))
-    if ActivationJournal(runtime.engine).queue_user_turn(delegate_id, channel, text, derived):
+    if UserTurns(runtime.engine).queue(delegate_id, channel, text, derived):
         logs.emit("user_turn_queued", id=derived, delegate=delegate_id, channel=channel)
     return derived

@@ -36,6 +36,12 @@ def celery_command(role: str, settings: Settings, concurrency: int | None = None
             "-n", "activation@%h", "-c", str(concurrency or 1), "--prefetch-multiplier", "1",
             *level,
         ]  # fmt: skip
+    if role == "user_turns":
+        # Like the activation worker: one turn at a time per worker, the lease per delegate.
+        return [
+            *base, "worker", "-Q", names.USER_TURNS_QUEUE, "-n", "user_turns@%h",
+            "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *level,
+        ]  # fmt: skip
     if role == "periodic":
         return [
             *base, "worker", "-Q", names.PERIODIC_QUEUE, "-n", "periodic@%h",
@@ -52,7 +58,8 @@ def celery_command(role: str, settings: Settings, concurrency: int | None = None
     raise ValueError(f"unknown process role {role!r}")
 
 
-ROLES = ("signals", "activation", "periodic", "beat", "flower")
+WORKER_ROLES = ("signals", "activation", "user_turns", "periodic")
+ROLES = (*WORKER_ROLES, "beat", "flower")
 
 
 def default_processes(settings: Settings) -> list[ProcessSpec]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from inner_plane.agent.port import Activation, Settlement, StepGuard
+from inner_plane.activation import Activation, Settlement
+from inner_plane.agent.port import StepGuard
 from inner_plane.config import ConfigError
 from inner_plane.runtime import Runtime
 

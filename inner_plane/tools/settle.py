@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from inner_plane.agent.port import Disposition, Settlement
+from inner_plane.activation import Disposition, Settlement
 from inner_plane.tools.registry import Tool, ToolContext, ToolError
 
 NAME = "settle_signal"

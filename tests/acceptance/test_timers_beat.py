@@ -240,7 +240,7 @@ def test_timer_wake_carries_identity_time_recurrence_and_purpose_into_the_compos
     module_dir: Path,
     beats: list[ChildProcess],
 ) -> None:
-    from inner_plane.journal.activations import ActivationJournal
+    from inner_plane.journal.lane_view import ActivationJournal
     from inner_plane.journal.thoughtflow import get_thoughtflow
     from inner_plane.memory.store import remember
 

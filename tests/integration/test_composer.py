@@ -7,7 +7,7 @@ import json
 import re
 import uuid
 
-from inner_plane.agent.port import WorkingContext
+from inner_plane.activation import WorkingContext
 from inner_plane.composer import build_composer
 from inner_plane.composer.compose import ContextComposer
 from inner_plane.memory import remember

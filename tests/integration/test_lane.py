@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from inner_plane.agent.minimal_composer import MinimalComposer
-from inner_plane.agent.port import (
+from inner_plane.activation import (
     Activation,
     AgentResult,
     Disposition,
     Settlement,
-    StepGuard,
     Trigger,
     WorkingContext,
 )
+from inner_plane.agent.minimal_composer import MinimalComposer
+from inner_plane.agent.port import StepGuard
 from inner_plane.agent.scripted import ScriptedAgent
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.leases import LeaseLost, Leases, fence
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep

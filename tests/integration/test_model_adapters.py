@@ -14,17 +14,17 @@ from typing import Any
 import httpx
 import pytest
 
+from inner_plane.activation import Disposition, Preempted, WorkingContext
 from inner_plane.agent.chat_completions import ChatCompletionsAgent
-from inner_plane.agent.factory import load_agent
 from inner_plane.agent.model_calls import AgentRunFailed, PreemptedAfterWork
 from inner_plane.agent.openai_responses import OpenAIResponsesAgent
-from inner_plane.agent.port import Disposition, Preempted, WorkingContext
 from inner_plane.agent.tool_loop import ToolLoopAgent
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
 from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
+from inner_plane.wiring import load_agent
 from tests.support.activations import activation_for
 from tests.support.chat_wire import ChatReply, ChatServer, call
 from tests.support.model_wire import Fault, ModelServer, rate_limited, server_error, slow

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from inner_plane.activation import Disposition
 from inner_plane.agent.openai_responses import OpenAIResponsesAgent
-from inner_plane.agent.port import Disposition
 from inner_plane.composer import build_composer
 from inner_plane.config import ConfigError, build_settings
 from inner_plane.memory import remember

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, text
 
-from inner_plane.agent.port import AgentResult, Disposition, Settlement
+from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.composer.compose import ContextComposer
 from inner_plane.journal import conversation, thoughtflow
-from inner_plane.journal.activations import ActivationJournal
+from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep

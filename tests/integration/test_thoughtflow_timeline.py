@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from inner_plane.activation import Disposition, Trigger
 from inner_plane.agent.dry_run import DryRunAgent
-from inner_plane.agent.factory import load_agent
 from inner_plane.agent.openai_responses import OpenAIResponsesAgent
-from inner_plane.agent.port import Disposition, Trigger
 from inner_plane.cli import app
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
@@ -24,6 +23,7 @@ from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.timeline import follow_live, replay, report_capsule
+from inner_plane.wiring import load_agent
 from tests.support.activations import activation_for
 from tests.support.guard import RecordingGuard
 from tests.support.responses_wire import (

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from inner_plane.agent.port import Disposition
+from inner_plane.activation import Disposition
 from inner_plane.config import ConfigError, build_settings
 from inner_plane.memory import remember
 from inner_plane.publish import publish

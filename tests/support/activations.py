@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from inner_plane.agent.port import Activation, Trigger, UserMessage
+from inner_plane.activation import Activation, Trigger, UserMessage
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
 

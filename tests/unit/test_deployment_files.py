@@ -12,49 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 import yaml
 
-from inner_plane.cli import app
 from inner_plane.config import build_settings
-from inner_plane.services.processes import default_processes
+from tests.support.deployment import resolve, up_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 SYSTEMD = ROOT / "deploy" / "systemd"
-WORKER_ROLES = {"signals", "activation", "periodic"}
-
-
-def resolve(args: list[str]) -> Any:
-    """The CLI command `inner-plane ARGS` runs; fail if any word or option is not the CLI's."""
-    assert args and args[0] == "inner-plane", args
-    command: Any = typer.main.get_command(app)
-    rest = args[1:]
-    path = ["inner-plane"]
-    while hasattr(command, "commands"):  # a group: the next word names a sub-command
-        assert rest, f"{' '.join(path)} needs a sub-command"
-        sub = command.commands.get(rest[0])
-        assert sub is not None, f"{' '.join(path)} has no command {rest[0]!r}"
-        path.append(rest[0])
-        command, rest = sub, rest[1:]
-    # Parse the arguments and options exactly as the CLI would (without running the command).
-    try:
-        context = command.make_context(" ".join(path), list(rest))
-    except Exception as error:  # the CLI's usage errors (typer vendors click)
-        raise AssertionError(f"{' '.join(args)}: {error}") from error
-    if path[1:] == ["worker"]:
-        assert context.params["role"] in WORKER_ROLES, context.params
-    return command
-
-
-def up_commands() -> list[list[str]]:
-    """What `inner-plane up` supervises, spelled as `inner-plane ...` commands."""
-    settings = build_settings(database_url="postgresql://h/db", redis_url="redis://h:1/0")
-    commands = []
-    for spec in default_processes(settings):
-        assert spec.command[1:3] == ["-m", "inner_plane"], spec.command
-        commands.append(["inner-plane", *spec.command[3:]])
-    return commands
 
 
 def test_resolve_rejects_what_the_cli_does_not_have() -> None:

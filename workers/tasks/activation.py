@@ -7,11 +7,11 @@ from celery import Task, shared_task
 from celery.exceptions import Reject
 
 from inner_plane import celery_bridge as names
-from inner_plane.lane.runner import run_lane
 from inner_plane.lane.sweeper import sweep
 from inner_plane.lane.user_turns import ensure_user_turn
 from inner_plane.runtime import get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
+from inner_plane.wiring import run_lane
 
 
 def _delegate(value: object) -> str:

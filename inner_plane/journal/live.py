@@ -1,0 +1,174 @@
+"""The live feed's durable log (``live_events``) and its NOTIFY channel.
+
+Journal writes reach it through the statement-level triggers of migration 0009: in the writing
+transaction they append one row per delegate holding the ids the statement touched (never a
+payload) and ``NOTIFY inner_plane_live`` with that row's id, so nothing shows live that did not
+commit. Live-only events (memory retrieval pending, capsule started or failed) are appended by
+:func:`raise_live` from whichever process raises them, with their small data.
+
+Order and completeness: ids are handed out when rows are inserted, not when they commit, so a
+reader going by id alone could pass over a row whose transaction commits late. Each row keeps
+its transaction id; a reader takes only rows of transactions older than every transaction still
+running (``xid < pg_snapshot_xmin(pg_current_snapshot())``) in ``(xid, id)`` order. Everything
+before a reader's position has then committed or rolled back, so resuming from a position
+misses nothing (ix_live_events_xid_id serves the range).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, text
+
+CHANNEL = "inner_plane_live"
+
+# Topics of live-only events (no durable row besides this log).
+LIVE_ONLY = "live"
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A reader's place in the log: the last (transaction, id) it has seen."""
+
+    xid: int
+    id: int
+
+    def token(self) -> str:
+        return f"{self.xid}.{self.id}"
+
+    @classmethod
+    def parse(cls, token: str) -> Position:
+        """From an SSE Last-Event-ID; ValueError if it is not one of ours."""
+        xid, _, ident = token.strip().partition(".")
+        if not xid.isdigit() or not ident.isdigit() or len(token) > 64:
+            raise ValueError(f"not a live event id: {token[:64]!r}")
+        return cls(int(xid), int(ident))
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    position: Position
+    at: datetime
+    delegate_id: str | None
+    topic: str
+    ids: list[str]
+    data: dict[str, Any] | None
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.position.token(),
+            "at": self.at.isoformat(),
+            "delegate_id": self.delegate_id,
+            "topic": self.topic,
+            "ids": self.ids,
+            "data": self.data,
+        }
+
+
+_AFTER = text(
+    """
+    SELECT e.xid::text::bigint AS xid_number, e.id, e.at, e.delegate_id, e.topic, e.ids, e.data
+      FROM live_events e
+     WHERE (e.xid, e.id) > (CAST(CAST(:xid AS text) AS xid8), :id)
+       AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+     ORDER BY e.xid, e.id
+     LIMIT :limit
+    """
+)
+
+_HORIZON = text(
+    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, "
+    "coalesce((SELECT min(id) FROM live_events), 0)"
+)
+
+_RAISE = text(
+    """
+    WITH e AS (
+        INSERT INTO live_events (delegate_id, topic, ids, data)
+        VALUES (:delegate, :topic, CAST(:ids AS text[]), CAST(:data AS jsonb))
+        RETURNING id
+    )
+    SELECT pg_notify(:channel, id::text), id FROM e
+    """
+)
+
+
+def read_after(connection: Connection, after: Position, limit: int = 500) -> list[LiveEvent]:
+    """Committed events after ``after`` whose transactions are older than every running one."""
+    rows = connection.execute(_AFTER, {"xid": after.xid, "id": after.id, "limit": limit})
+    return [
+        LiveEvent(Position(r.xid_number, r.id), r.at, r.delegate_id, r.topic, list(r.ids), r.data)
+        for r in rows
+    ]
+
+
+def horizon(connection: Connection) -> Position:
+    """The position of "now": every event of a transaction older than the oldest running one
+    counts as seen. A new reader starts here."""
+    xmin, _ = connection.execute(_HORIZON).one()
+    return Position(int(xmin) - 1, 2**63 - 1)
+
+
+def oldest_id(connection: Connection) -> int:
+    """The smallest id still retained (0 when the log is empty)."""
+    return int(connection.execute(_HORIZON).one()[1])
+
+
+def raise_live(
+    connection: Connection,
+    delegate_id: str | None,
+    data: dict[str, Any],
+    ids: list[str] | None = None,
+) -> int:
+    """Append a live-only event and NOTIFY it (in the caller's transaction, or at once in
+    autocommit). Returns its id."""
+    row = connection.execute(
+        _RAISE,
+        {
+            "delegate": delegate_id,
+            "topic": LIVE_ONLY,
+            "ids": ids or [],
+            "data": json.dumps(data, default=str),
+            "channel": CHANNEL,
+        },
+    ).one()
+    return int(row.id)
+
+
+def raise_live_now(
+    engine: Engine, delegate_id: str | None, data: dict[str, Any], ids: list[str] | None = None
+) -> int:
+    """:func:`raise_live` in its own single-statement transaction."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        return raise_live(connection, delegate_id, data, ids)
+
+
+def delete_older_than(engine: Engine, age: timedelta, batch: int = 5_000) -> int:
+    """Retention: drop log rows older than ``age``, oldest ids first, in small batches (the log
+    is append-only and ids follow time closely, so the oldest ids are the old rows)."""
+    total = 0
+    while True:
+        with engine.begin() as connection:
+            deleted = int(
+                connection.execute(
+                    text(
+                        """
+                        WITH head AS (SELECT id, at FROM live_events ORDER BY id LIMIT :batch),
+                        gone AS (
+                            DELETE FROM live_events e USING head
+                             WHERE e.id = head.id
+                               AND head.at < clock_timestamp() - make_interval(secs => :age)
+                            RETURNING 1
+                        )
+                        SELECT count(*) FROM gone
+                        """
+                    ),
+                    {"batch": batch, "age": age.total_seconds()},
+                ).scalar_one()
+            )
+        total += deleted
+        if deleted < batch:
+            return total

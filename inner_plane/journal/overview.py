@@ -1,0 +1,138 @@
+"""The journal as an operator sees it: live counts, the oldest waiting work and each lane's
+backlog, for `inner-plane status` and /metrics.
+
+Every query reads a partial index of live rows (pending, claimed, running) or an index range of
+dead rows, so its cost follows the live work and the dead letters, never the whole journal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+# Served by ix_signals_state_seq (state, seq): an index range per state.
+_COUNTS = text(
+    """
+    SELECT
+      (SELECT count(*) FROM signals WHERE state = 'pending') AS pending,
+      (SELECT count(*) FROM signals WHERE state = 'claimed') AS claimed,
+      (SELECT count(*) FROM signals WHERE state = 'dead') AS dead,
+      (SELECT count(*) FROM signals
+        WHERE state = 'pending' AND mode <> 'ambient' AND available_at <= now()) AS due,
+      (SELECT EXTRACT(EPOCH FROM now() - created_at) FROM signals
+        WHERE state = 'pending' AND mode <> 'ambient' ORDER BY seq LIMIT 1) AS oldest_pending_s,
+      (SELECT EXTRACT(EPOCH FROM now() - max(updated_at)) FROM signals
+        WHERE state = 'dead') AS newest_dead_s,
+      (SELECT count(*) FROM user_turns WHERE state = 'queued') AS queued_turns,
+      (SELECT count(*) FROM activations WHERE state = 'running') AS running_activations,
+      (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at > now()) AS leases_held,
+      (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at <= now())
+        AS leases_expired
+    """
+)
+
+# Delegates with due work, largest backlog first, with their lease and queued user turns.
+_LANES = text(
+    """
+    WITH backlog AS (
+      SELECT delegate_id, count(*) AS due, min(created_at) AS oldest
+        FROM signals
+       WHERE state = 'pending' AND mode <> 'ambient' AND available_at <= now()
+       GROUP BY delegate_id
+       ORDER BY count(*) DESC, delegate_id
+       LIMIT :top
+    )
+    SELECT b.delegate_id, b.due, EXTRACT(EPOCH FROM now() - b.oldest) AS oldest_due_s,
+           l.holder IS NOT NULL AND l.expires_at > now() AS leased,
+           l.epoch,
+           (SELECT count(*) FROM user_turns t
+             WHERE t.delegate_id = b.delegate_id AND t.state = 'queued') AS queued_turns
+      FROM backlog b LEFT JOIN leases l USING (delegate_id)
+     ORDER BY b.due DESC, b.delegate_id
+    """
+)
+
+_DELEGATES_WITH_BACKLOG = text(
+    """
+    SELECT count(DISTINCT delegate_id) FROM signals
+     WHERE state = 'pending' AND mode <> 'ambient' AND available_at <= now()
+    """
+)
+
+
+@dataclass(frozen=True)
+class Counts:
+    pending: int
+    claimed: int
+    dead: int
+    due: int
+    oldest_pending_s: float | None
+    newest_dead_s: float | None
+    queued_turns: int
+    running_activations: int
+    leases_held: int
+    leases_expired: int
+
+    def public(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Lane:
+    delegate_id: str
+    due: int
+    oldest_due_s: float
+    leased: bool
+    epoch: int | None
+    queued_turns: int
+
+    def public(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def counts(connection: Connection) -> Counts:
+    row = connection.execute(_COUNTS).mappings().one()
+    return Counts(
+        pending=int(row["pending"]),
+        claimed=int(row["claimed"]),
+        dead=int(row["dead"]),
+        due=int(row["due"]),
+        oldest_pending_s=_seconds(row["oldest_pending_s"]),
+        newest_dead_s=_seconds(row["newest_dead_s"]),
+        queued_turns=int(row["queued_turns"]),
+        running_activations=int(row["running_activations"]),
+        leases_held=int(row["leases_held"]),
+        leases_expired=int(row["leases_expired"]),
+    )
+
+
+def lanes(connection: Connection, top: int) -> list[Lane]:
+    """The ``top`` delegates by due backlog (delegates without due work are idle lanes)."""
+    rows = connection.execute(_LANES, {"top": top}).mappings()
+    return [
+        Lane(
+            delegate_id=str(row["delegate_id"]),
+            due=int(row["due"]),
+            oldest_due_s=float(row["oldest_due_s"]),
+            leased=bool(row["leased"]),
+            epoch=None if row["epoch"] is None else int(row["epoch"]),
+            queued_turns=int(row["queued_turns"]),
+        )
+        for row in rows
+    ]
+
+
+def delegates_with_backlog(connection: Connection) -> int:
+    return int(connection.execute(_DELEGATES_WITH_BACKLOG).scalar_one())
+
+
+def database_now(connection: Connection) -> datetime:
+    value: datetime = connection.execute(text("SELECT now()")).scalar_one()
+    return value

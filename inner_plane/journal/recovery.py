@@ -1,0 +1,123 @@
+"""Claims seen from outside an activation: the sweeper's reads and the operator's actions.
+
+The sweeper finds delegates whose claims lost their holder or whose due work has no live lease,
+and expires what is past its time; the operator brings a settled signal back or dismisses a
+waiting one. Each opens its own transaction. "Due" comes from
+:mod:`inner_plane.journal.predicates`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import Engine, text
+
+from inner_plane.journal.predicates import WAKING, due
+from inner_plane.journal.signals import _to_signal, add_events
+from inner_plane.signals.model import Signal
+
+_NO_LIVE_LEASE = """
+    NOT EXISTS (SELECT 1 FROM leases l WHERE l.delegate_id = d.delegate_id
+                   AND l.holder IS NOT NULL AND l.expires_at > now())
+"""
+
+
+class Recovery:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # --- the sweeper ---
+
+    def delegates_to_recover(self) -> list[str]:
+        """Delegates with claimed signals or running activations but no live lease."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    f"""
+                    SELECT DISTINCT d.delegate_id FROM (
+                        SELECT delegate_id FROM signals WHERE state = 'claimed'
+                        UNION SELECT delegate_id FROM activations WHERE state = 'running'
+                        UNION SELECT delegate_id FROM user_turns WHERE state = 'running'
+                    ) d
+                    WHERE {_NO_LIVE_LEASE}
+                    """  # noqa: S608
+                )
+            ).all()
+        return [row.delegate_id for row in rows]
+
+    def delegates_to_wake(self, limit: int = 1000) -> list[str]:
+        """Delegates with due wake/interrupt signals or queued user turns and no live lease."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    f"""
+                    SELECT d.delegate_id FROM (
+                        SELECT DISTINCT delegate_id FROM signals
+                         WHERE {due(WAKING, per_delegate=False)}
+                        UNION SELECT DISTINCT delegate_id FROM user_turns WHERE state = 'queued'
+                    ) d
+                    WHERE {_NO_LIVE_LEASE}
+                    LIMIT :limit
+                    """  # noqa: S608
+                ),
+                {"limit": limit},
+            ).all()
+        return [row.delegate_id for row in rows]
+
+    def expire_all(self) -> list[Signal]:
+        """Pending signals past their expires_at become expired (ambient ones, mostly)."""
+        with self.engine.begin() as connection:
+            rows = connection.execute(
+                text(
+                    "UPDATE signals SET state = 'expired', updated_at = now(), settled_at = now() "
+                    "WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= now() "
+                    "RETURNING *"
+                )
+            ).all()
+            expired = [_to_signal(row) for row in rows]
+            add_events(connection, ((s.id, "expired", "past expires_at", None) for s in expired))
+        return expired
+
+    # --- the operator ---
+
+    def retry_signal(self, signal_id: uuid.UUID) -> Signal | None:
+        """Bring a dead (or dismissed/expired) signal back with fresh attempts."""
+        with self.engine.begin() as connection:
+            row = connection.execute(
+                text(
+                    """
+                    UPDATE signals SET state = 'pending', attempts = 0, available_at = now(),
+                           claimed_by = NULL, settled_at = NULL, disposition = NULL,
+                           disposition_reason = NULL, updated_at = now(),
+                           expires_at = CASE WHEN expires_at <= now() THEN NULL
+                                             ELSE expires_at END
+                     WHERE id = :id AND state IN ('dead', 'dismissed', 'expired')
+                    RETURNING *
+                    """
+                ),
+                {"id": signal_id},
+            ).first()
+            if row is None:
+                return None
+            add_events(connection, [(signal_id, "retried", "operator retry", None)])
+        return _to_signal(row)
+
+    def dismiss_signal(self, signal_id: uuid.UUID, reason: str) -> Signal | None:
+        """Settle a pending or dead signal as dismissed (never a claimed one: the running
+        activation owns it)."""
+        with self.engine.begin() as connection:
+            row = connection.execute(
+                text(
+                    """
+                    UPDATE signals SET state = 'dismissed', disposition = 'dismissed',
+                           disposition_reason = :reason, settled_at = now(), updated_at = now()
+                     WHERE id = :id AND state IN ('pending', 'dead')
+                    RETURNING *
+                    """
+                ),
+                {"id": signal_id, "reason": reason},
+            ).first()
+            if row is None:
+                return None
+            add_events(connection, [(signal_id, "dismissed", reason, None)])
+        return _to_signal(row)

@@ -1,0 +1,102 @@
+"""The ``user_turns`` table: a user's message queued for the lane, taken before any background
+work, and finished (or re-queued when pre-empted) in the activation's fenced transaction."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, Engine, RowMapping, text
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    id: uuid.UUID
+    delegate_id: str
+    channel: str
+    text: str
+    state: str
+    created_at: datetime
+    activation_id: uuid.UUID | None
+    reply: str | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> UserTurn:
+        return cls(**{name: row[name] for name in _COLUMNS})
+
+
+_COLUMNS = (
+    "id", "delegate_id", "channel", "text", "state", "created_at", "activation_id", "reply",
+    "finished_at",
+)  # fmt: skip
+
+_TAKE = text(
+    f"""
+    WITH picked AS (
+        SELECT id FROM user_turns WHERE delegate_id = :delegate AND state = 'queued'
+         ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED
+    )
+    UPDATE user_turns t SET state = 'running', activation_id = :activation
+      FROM picked WHERE t.id = picked.id
+    RETURNING {", ".join("t." + name for name in _COLUMNS)}
+    """  # noqa: S608 - constant column list
+)
+
+
+def next_user_turn(
+    connection: Connection, delegate_id: str, activation_id: uuid.UUID
+) -> UserTurn | None:
+    """Take the delegate's oldest queued turn for this activation."""
+    row = connection.execute(_TAKE, {"delegate": delegate_id, "activation": activation_id}).first()
+    return None if row is None else UserTurn.from_row(row._mapping)
+
+
+def finish_user_turn(
+    connection: Connection, turn_id: uuid.UUID, state: str, reply: str | None
+) -> None:
+    connection.execute(
+        text(
+            "UPDATE user_turns SET state = :state, reply = :reply, finished_at = now() "
+            "WHERE id = :id"
+        ),
+        {"id": turn_id, "state": state, "reply": reply},
+    )
+
+
+def requeue_user_turn(connection: Connection, turn_id: uuid.UUID) -> None:
+    connection.execute(
+        text("UPDATE user_turns SET state = 'queued', activation_id = NULL WHERE id = :id"),
+        {"id": turn_id},
+    )
+
+
+class UserTurns:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def get(self, turn_id: uuid.UUID) -> UserTurn | None:
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                text(f"SELECT {', '.join(_COLUMNS)} FROM user_turns WHERE id = :id"),  # noqa: S608
+                {"id": turn_id},
+            ).first()
+        return None if row is None else UserTurn.from_row(row._mapping)
+
+    def queue(
+        self, delegate_id: str, channel: str, text_: str, turn_id: uuid.UUID | None = None
+    ) -> uuid.UUID | None:
+        """Queue a turn; with an explicit id, a second call with the same id queues nothing
+        (returns None)."""
+        turn_id = turn_id or uuid.uuid4()
+        with self.engine.begin() as connection:
+            inserted = connection.execute(
+                text(
+                    "INSERT INTO user_turns (id, delegate_id, channel, text) "
+                    "VALUES (:id, :delegate, :channel, :text) ON CONFLICT (id) DO NOTHING "
+                    "RETURNING id"
+                ),
+                {"id": turn_id, "delegate": delegate_id, "channel": channel, "text": text_},
+            ).scalar()
+        return None if inserted is None else turn_id

@@ -1,0 +1,156 @@
+"""The lane's decisions, as pure functions of what the due-window query read (no I/O).
+
+The runner reads one :class:`~inner_plane.journal.claims.DueWindow` per step, asks these
+functions what to do, and carries the answer out:
+
+- :func:`takes_user_turn`: whether to take a queued user turn now (a permitted interrupt goes
+  first, even before a waiting user);
+- :func:`decide`: wait for the batching window, stay idle, defer for the wake budget, or run, and
+  with which trigger;
+- :func:`preemption`: at an agent's safe point, whether the activation must yield;
+- :func:`countdown` and :func:`after_release`: when to look again.
+
+The settlement plan (what becomes of each claimed signal) is pure too and shared with the
+ThoughtFlow record, so it lives with the value types:
+:func:`inner_plane.activation.plan_settlement`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from inner_plane.activation import Trigger
+from inner_plane.attention.policy import budget_frees_at, wait_before_claim
+from inner_plane.config import Settings
+from inner_plane.journal.claims import DueWindow, SafePointCheck
+
+# Rescheduling beyond this is left to the sweeper: Celery countdowns must stay far below the
+# broker's visibility timeout or Redis redelivers them in a loop.
+MAX_COUNTDOWN_S = 60.0
+# The shortest countdown scheduled for a backoff about to expire.
+MIN_COUNTDOWN_S = 0.05
+
+
+@dataclass(frozen=True)
+class LanePolicy:
+    """The settings the decisions read."""
+
+    quiet_s: float
+    max_age_s: float
+    wake_budget_per_hour: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> LanePolicy:
+        return cls(
+            quiet_s=settings.batch_quiet_ms / 1000,
+            max_age_s=settings.batch_max_age_ms / 1000,
+            wake_budget_per_hour=settings.wake_budget_per_hour,
+        )
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The batching window is open: record it on the due signals, look again in ``seconds``."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing to run now; look again after ``countdown`` seconds (a backoff expiring soon), or
+    leave it to the next wake or the sweeper (None)."""
+
+    countdown: float | None
+
+
+@dataclass(frozen=True)
+class DeferForBudget:
+    """The autonomous-wake budget is spent: push the due wake signals to ``until``."""
+
+    until: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """Claim the due signals and run one activation.
+
+    ``background_waits``: a user turn goes first while wake signals were due for this very
+    wake (worth a log line: they wait for the turn)."""
+
+    trigger: Trigger
+    reason: str
+    background_waits: bool = False
+
+
+Decision = Wait | Idle | DeferForBudget | Run
+
+
+def takes_user_turn(window: DueWindow) -> bool:
+    """A queued user turn runs before any background work, except a permitted interrupt."""
+    return window.user_turn_waiting and not window.interrupt
+
+
+def decide(
+    window: DueWindow,
+    policy: LanePolicy,
+    *,
+    first: bool,
+    reason: str,
+    user_turn_channel: str | None = None,
+) -> Decision:
+    """What the lane does with this step. ``user_turn_channel``: the channel of the user turn
+    the runner took for this step (after :func:`takes_user_turn`), None if it took none.
+    ``first``: no background activation ran yet in this lane run (later ones are drains)."""
+    if user_turn_channel is not None:
+        return Run(
+            Trigger.USER_TURN,
+            f"user turn on {user_turn_channel}",
+            background_waits=window.count > 0 and first and reason == "wake",
+        )
+    wait = wait_before_claim(window, policy.quiet_s, policy.max_age_s)
+    if wait is None:
+        return Idle(countdown(window.next_available_in))
+    if wait > 0:
+        return Wait(wait)
+    if window.interrupt:
+        return Run(Trigger.INTERRUPT, reason)
+    frees = budget_frees_at(
+        window.autonomous_last_hour, window.oldest_autonomous, policy.wake_budget_per_hour
+    )
+    if frees is not None:
+        return DeferForBudget(
+            frees,
+            f"budget: {window.autonomous_last_hour} autonomous activations in the last hour "
+            f"(limit {policy.wake_budget_per_hour})",
+        )
+    return Run(Trigger.WAKE if first else Trigger.DRAIN, reason)
+
+
+def preemption(trigger: Trigger, check: SafePointCheck) -> str | None:
+    """Why an activation of ``trigger`` must yield at a safe point, or None to go on. An
+    interrupt is never pre-empted; a user turn only by a permitted interrupt; background work by
+    a waiting user turn or a permitted interrupt."""
+    if trigger is Trigger.INTERRUPT:
+        return None
+    if trigger is not Trigger.USER_TURN and check.user_turn_waiting:
+        return "user turn waiting"
+    if check.interrupt_waiting:
+        return "interrupt-permitted signal waiting"
+    return None
+
+
+def countdown(seconds: float | None) -> float | None:
+    """A Celery countdown for the next backoff expiry, if soon enough to schedule safely."""
+    if seconds is None or seconds > MAX_COUNTDOWN_S:
+        return None
+    return max(MIN_COUNTDOWN_S, seconds)
+
+
+def after_release(reschedule: float | None, work_left: bool) -> float | None:
+    """After releasing the lease: when to enqueue a fresh activate, if at all. Work that arrived
+    between the last check and the release goes now rather than waiting for the sweeper."""
+    if work_left:
+        return 0.0 if reschedule is None else min(reschedule, MAX_COUNTDOWN_S)
+    return reschedule

@@ -1,0 +1,149 @@
+"""How an activation ends, carried out in one fenced transaction each: completed (the settlement
+plan applied), pre-empted (claims returned, the user turn re-queued), or failed (bounded retry
+with backoff, then dead). The activation row is closed fenced, so a stale holder's transaction
+rolls back whole."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from sqlalchemy import Connection
+
+from inner_plane import logs
+from inner_plane.activation import (
+    NOT_RENDERED,
+    AgentResult,
+    WorkingContext,
+    plan_settlement,
+)
+from inner_plane.config import Settings
+from inner_plane.journal import activations, claims, conversation, user_turns
+from inner_plane.lane.records import Step, activation_fields, converse, record
+
+Transaction = Callable[[], AbstractContextManager[Connection]]
+
+
+def completed(
+    transaction: Transaction,
+    step: Step,
+    context: WorkingContext,
+    result: AgentResult,
+    duration_s: float,
+) -> None:
+    activation = step.activation
+    plan = plan_settlement(activation, context.rendered_signal_ids, result.settlements)
+    with transaction() as connection:
+        claims.settle(connection, activation.id, plan.settled)
+        claims.release_claims(connection, activation.id, plan.returned, "returned", NOT_RENDERED)
+        activations.finish_activation(
+            connection,
+            activation.id,
+            "completed",
+            reply=result.reply,
+            delegate_id=activation.delegate_id,
+            epoch=activation.epoch,
+        )
+        if step.turn_id is not None:
+            user_turns.finish_user_turn(connection, step.turn_id, "done", result.reply)
+        record(connection, activation, context, result, duration_s, None, plan)
+        converse(
+            connection,
+            activation,
+            conversation.ACTIVATION_COMPLETED
+            if step.turn_id is None
+            else conversation.ASSISTANT_MESSAGE,
+            {"duration_ms": round(duration_s * 1000, 1), "reply": result.reply},
+            context,
+        )
+    by_id = {s.id: s for s in activation.signals}
+    for outcome in plan.settled:
+        logs.emit(
+            outcome.state if outcome.state != "pending" else "deferred",
+            **logs.of_signal(by_id[outcome.signal_id]),
+            disposition=outcome.disposition,
+            reason=outcome.reason,
+            activation=activation.id,
+        )
+    for signal_id in plan.returned:
+        logs.emit(
+            "returned",
+            **logs.of_signal(by_id[signal_id]),
+            reason="not rendered",
+            activation=activation.id,
+        )
+    logs.emit("completed", **activation_fields(activation), duration_ms=round(duration_s * 1000, 1))
+
+
+def interrupted(
+    transaction: Transaction,
+    step: Step,
+    reason: str,
+    context: WorkingContext | None,
+    duration_s: float,
+) -> None:
+    activation = step.activation
+    with transaction() as connection:
+        claims.release_claims(
+            connection,
+            activation.id,
+            [s.id for s in activation.signals],
+            "interrupted",
+            f"activation pre-empted: {reason}",
+        )
+        activations.finish_activation(
+            connection,
+            activation.id,
+            "interrupted",
+            error=reason,
+            delegate_id=activation.delegate_id,
+            epoch=activation.epoch,
+        )
+        if step.turn_id is not None:
+            # The user's input is never discarded: the turn runs again after the interrupt.
+            user_turns.requeue_user_turn(connection, step.turn_id)
+        record(connection, activation, context, None, duration_s, f"interrupted: {reason}")
+    logs.emit("interrupted", **activation_fields(activation), reason=reason)
+
+
+def failed(
+    transaction: Transaction,
+    settings: Settings,
+    step: Step,
+    error: str,
+    context: WorkingContext | None,
+    duration_s: float,
+) -> None:
+    activation = step.activation
+    with transaction() as connection:
+        retrying, dead = claims.fail_claims(
+            connection, activation.id, error, settings.retry_base_s, settings.retry_max_s
+        )
+        activations.finish_activation(
+            connection,
+            activation.id,
+            "failed",
+            error=error[:2000],
+            delegate_id=activation.delegate_id,
+            epoch=activation.epoch,
+        )
+        if step.turn_id is not None:
+            user_turns.finish_user_turn(connection, step.turn_id, "failed", None)
+        record(connection, activation, context, None, duration_s, error)
+        converse(
+            connection,
+            activation,
+            conversation.ACTIVATION_FAILED,
+            {"error": error[:2000], "duration_ms": round(duration_s * 1000, 1)},
+            context,
+        )
+    logs.emit("failed", **activation_fields(activation), error=error[:500])
+    for signal in retrying:
+        logs.emit(
+            "retry_scheduled",
+            **logs.of_signal(signal),
+            attempts=signal.attempts,
+            available_at=signal.available_at,
+        )
+    for signal in dead:
+        logs.emit("dead", **logs.of_signal(signal), attempts=signal.attempts, reason=error[:500])

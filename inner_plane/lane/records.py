@@ -1,0 +1,88 @@
+"""What an activation leaves behind besides its settlements: the ThoughtFlow record, the
+conversation events, and the fields every log line of an activation carries. Written in the
+activation's fenced transaction, so a stale holder records nothing."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection
+
+from inner_plane.activation import Activation, AgentResult, SettlementPlan, WorkingContext
+from inner_plane.journal import conversation
+from inner_plane.journal.thoughtflow import record_thoughtflow
+
+
+@dataclass
+class Step:
+    """One activation the lane decided to run, and the user turn it answers, if any."""
+
+    activation: Activation
+    turn_id: uuid.UUID | None
+
+
+def activation_fields(activation: Activation) -> dict[str, Any]:
+    signals = activation.signals
+    return {
+        "id": activation.id,
+        "kind": "activation." + activation.trigger.value,
+        "source": "lane",
+        "mode": ",".join(sorted({s.mode.value for s in signals})) or "none",
+        "priority": max((s.priority for s in signals), default=0),
+        "delegate": activation.delegate_id,
+        "trigger": activation.trigger.value,
+        "epoch": activation.epoch,
+        "signal_ids": [str(s.id) for s in signals],
+    }
+
+
+def record(
+    connection: Connection,
+    activation: Activation,
+    context: WorkingContext | None,
+    result: AgentResult | None,
+    duration_s: float,
+    error: str | None,
+    plan: SettlementPlan | None = None,
+) -> None:
+    record_thoughtflow(
+        connection,
+        activation=activation,
+        context=context,
+        result=result,
+        duration_ms=duration_s * 1000,
+        error=error,
+        plan=plan,
+    )
+
+
+def converse(
+    connection: Connection,
+    activation: Activation,
+    event: str,
+    payload: dict[str, Any],
+    context: WorkingContext | None = None,
+) -> None:
+    """Append one conversation event of this activation."""
+    body = dict(payload)
+    body.setdefault("trigger", activation.trigger.value)
+    if event != conversation.USER_MESSAGE:
+        # The user's entry carries only the user's words; the claimed batch (ids, kinds,
+        # sources, modes, priorities, attempts, creation times, payloads) goes with the
+        # inner-context and activation entries.
+        body.setdefault("signals", [s.public() for s in activation.signals])
+    if context is not None:
+        body.setdefault("envelope", context.envelope)
+    if activation.user_message is not None:
+        body.setdefault("text", activation.user_message.text)
+        body.setdefault("channel", activation.user_message.channel)
+    conversation.append_event(
+        connection,
+        delegate_id=activation.delegate_id,
+        type=event,
+        payload=body,
+        activation_id=activation.id,
+        turn_id=None if activation.user_message is None else activation.user_message.turn_id,
+    )

@@ -1,0 +1,250 @@
+"""What `inner-plane status` reports: every part of a plane checked once, each problem with what
+to do about it, and an overall state (healthy, degraded, down)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from inner_plane.config import Settings
+from inner_plane.services import probes
+
+# Queues a plane needs consumed, with the worker role that consumes each.
+QUEUE_ROLES = {"signals": "signals", "activation": "activation", "periodic": "periodic"}
+HEALTHY, DEGRADED, DOWN = "healthy", "degraded", "down"
+NOTICE = "notice"  # worth knowing, not a fault: leaves the state healthy
+EXIT_CODES = {HEALTHY: 0, DEGRADED: 1, DOWN: 2}
+
+
+def masked(url: str) -> str:
+    """A URL without its password."""
+    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+@dataclass
+class Problem:
+    severity: str  # DOWN, DEGRADED or NOTICE
+    what: str
+    do: str
+
+
+@dataclass
+class Report:
+    stores: dict[str, Any] = field(default_factory=dict)
+    workers: dict[str, list[str]] = field(default_factory=dict)
+    queues: dict[str, int] = field(default_factory=dict)
+    beat: dict[str, Any] = field(default_factory=dict)
+    endpoints: dict[str, Any] = field(default_factory=dict)
+    journal: dict[str, Any] = field(default_factory=dict)
+    lanes: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        severities = {p.severity for p in self.problems} - {NOTICE}
+        return DOWN if DOWN in severities else DEGRADED if severities else HEALTHY
+
+    def problem(self, severity: str, what: str, do: str) -> None:
+        self.problems.append(Problem(severity, what, do))
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "stores": self.stores,
+            "workers": self.workers,
+            "queues": self.queues,
+            "beat": self.beat,
+            "endpoints": self.endpoints,
+            "journal": self.journal,
+            "lanes": self.lanes,
+            "problems": [p.__dict__ for p in self.problems],
+        }
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where the plane's parts are, and the bounds to judge them by."""
+
+    settings: Settings
+    api_url: str | None
+    flower_url: str | None
+    top_lanes: int = 10
+    beat_max_age_s: float = 60.0
+    stuck_after_s: float = 120.0
+    timeout_s: float = 2.0
+
+
+def _database(report: Report, targets: Targets) -> bool:
+    from sqlalchemy import create_engine
+
+    from inner_plane.journal import database, overview
+
+    url = targets.settings.database_url
+    assert url is not None
+    engine = create_engine(
+        database.sqlalchemy_url(url),
+        pool_size=1,
+        connect_args={"connect_timeout": max(1, int(targets.timeout_s))},
+    )
+    entry: dict[str, Any] = {"url": masked(url)}
+    report.stores["database"] = entry
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SET statement_timeout = 5000")
+            entry["reachable"] = True
+            current = sorted(database.current_heads(engine))
+            expected = sorted(database.expected_heads(url))
+            entry.update(schema=current, expected_schema=expected)
+            if current != expected:
+                report.problem(
+                    DOWN,
+                    f"journal schema is {current or 'empty'}, this inner-plane needs {expected}",
+                    "run `inner-plane db upgrade` (or upgrade inner-plane if the schema is newer)",
+                )
+                return False
+            counts = overview.counts(connection)
+            report.journal = counts.public()
+            report.journal["delegates_with_backlog"] = overview.delegates_with_backlog(connection)
+            report.lanes = [lane.public() for lane in overview.lanes(connection, targets.top_lanes)]
+    except Exception as error:
+        entry["reachable"] = False
+        entry["error"] = str(error).strip().splitlines()[0][:300] if str(error) else repr(error)
+        report.problem(
+            DOWN,
+            f"the journal database is unreachable ({entry['error']})",
+            "start PostgreSQL (with `inner-plane up`, it restarts on its own) and check "
+            "INNER_PLANE_DATABASE_URL",
+        )
+        return False
+    finally:
+        engine.dispose()
+    if counts.dead:
+        # Old dead letters are a notice; one that died within the hour degrades the plane.
+        recent = counts.newest_dead_s is not None and counts.newest_dead_s < 3600
+        report.problem(
+            DEGRADED if recent else NOTICE,
+            f"{counts.dead} dead signal(s)" + (", newest within the hour" if recent else ""),
+            "inspect with `inner-plane signals list --state dead`, then `signals retry ID` "
+            "or `signals dismiss ID`",
+        )
+    for lane in report.lanes:
+        if lane["oldest_due_s"] > targets.stuck_after_s and not lane["leased"]:
+            report.problem(
+                DEGRADED,
+                f"lane {lane['delegate_id']!r} has {lane['due']} due signal(s) waiting "
+                f"{lane['oldest_due_s']:.0f} s with no activation running",
+                "check the activation worker (`inner-plane health worker activation`) and "
+                f"`inner-plane signals list --delegate {lane['delegate_id']}`",
+            )
+    return True
+
+
+def _redis(report: Report, targets: Targets) -> redis.Redis | None:
+    url = targets.settings.redis_url
+    assert url is not None
+    client = probes.redis_client(url, targets.timeout_s)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        report.stores["redis"] = {"url": masked(url), "reachable": False, "error": str(error)}
+        report.problem(
+            DOWN,
+            f"Redis is unreachable ({error})",
+            "start Redis (with `inner-plane up`, it restarts on its own) and check "
+            "INNER_PLANE_REDIS_URL",
+        )
+        return None
+    report.stores["redis"] = {"url": masked(url), "reachable": True}
+    return client
+
+
+def _broker(report: Report, targets: Targets, client: redis.Redis | None) -> bool:
+    broker_url = targets.settings.effective_broker_url
+    if broker_url == targets.settings.redis_url:
+        report.stores["broker"] = {"url": masked(broker_url), "same_as_redis": True}
+        if client is None:
+            return False
+        broker = client
+    elif probes.is_redis_url(broker_url):
+        broker = probes.redis_client(probes.redis_py_url(broker_url), targets.timeout_s)
+        try:
+            broker.ping()
+        except redis.RedisError as error:
+            report.stores["broker"] = {"url": masked(broker_url), "reachable": False}
+            report.problem(
+                DOWN, f"the broker is unreachable ({error})", "check INNER_PLANE_BROKER_URL"
+            )
+            return False
+        report.stores["broker"] = {"url": masked(broker_url), "reachable": True}
+    else:
+        report.stores["broker"] = {"url": masked(broker_url)}
+        return True
+    with contextlib.suppress(redis.RedisError):
+        report.queues = probes.queue_depths(broker, list(QUEUE_ROLES))
+    return True
+
+
+def _workers(report: Report, targets: Targets) -> None:
+    from inner_plane import celery_bridge
+
+    try:
+        report.workers = celery_bridge.worker_queues(targets.settings, timeout=targets.timeout_s)
+    except Exception as error:
+        report.problem(DEGRADED, f"could not ask the workers ({error})", "check the broker")
+        return
+    consumed = {queue for queues in report.workers.values() for queue in queues}
+    for queue, role in QUEUE_ROLES.items():
+        if queue not in consumed:
+            waiting = report.queues.get(queue)
+            backlog = f" ({waiting} message(s) waiting)" if waiting else ""
+            report.problem(
+                DEGRADED,
+                f"no live worker consumes queue {queue!r}{backlog}",
+                f"start `inner-plane worker {role}` (`inner-plane up` restarts its own)",
+            )
+
+
+def _beat(report: Report, targets: Targets, client: redis.Redis) -> None:
+    try:
+        age = probes.beat_tick_age(client)
+    except redis.RedisError:
+        return
+    report.beat = {"last_tick_age_s": age, "max_age_s": targets.beat_max_age_s}
+    if age is None or age > targets.beat_max_age_s:
+        seen = "never ticked" if age is None else f"last ticked {age:.0f} s ago"
+        report.problem(
+            DEGRADED,
+            f"beat is silent ({seen}): no timers, sweeps or retention",
+            "start exactly one `inner-plane beat`",
+        )
+
+
+def _endpoint(report: Report, name: str, url: str | None, path: str, expect: str) -> None:
+    if url is None:
+        return
+    check = probes.http_check(url.rstrip("/") + path, expect=expect, timeout=3.0)
+    report.endpoints[name] = {"url": url, "ok": check.ok, "detail": check.detail}
+    if not check.ok:
+        report.problem(
+            DEGRADED,
+            f"{name} does not answer at {url} ({check.detail})",
+            f"start `inner-plane {'serve' if name == 'api' else 'flower'}`",
+        )
+
+
+def collect(targets: Targets) -> Report:
+    report = Report()
+    database_ok = _database(report, targets)
+    client = _redis(report, targets)
+    broker_ok = _broker(report, targets, client)
+    if broker_ok:
+        _workers(report, targets)
+    if client is not None:
+        _beat(report, targets, client)
+    _endpoint(report, "api", targets.api_url, "/healthz", '"ok"' if database_ok else "")
+    _endpoint(report, "flower", targets.flower_url, "/healthcheck", "OK")
+    return report

@@ -1,0 +1,79 @@
+"""The composition root: the one module that builds the agent, the composer and the tools a
+deployment runs (``INNER_PLANE_AGENT``), and the lane that carries them.
+
+It is the only module allowed to import across every layer below the faces; nothing in the
+library imports it but the faces (``workers/``, the CLI). Building is lazy: importing this
+module imports the adapters but builds nothing and starts nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from inner_plane.agent.chat_completions import ChatCompletionsAgent
+from inner_plane.agent.dry_run import DryRunAgent
+from inner_plane.agent.openai_responses import OpenAIResponsesAgent
+from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.agent.scripted import ScriptedAgent
+from inner_plane.agent.standin import StandinAgent
+from inner_plane.composer.compose import ContextComposer
+from inner_plane.config import ConfigError
+from inner_plane.lane.runner import Lane, LaneOutcome
+from inner_plane.runtime import Runtime
+from inner_plane.tools import build_registry
+
+AgentFactory = Callable[[Runtime], BaseAgent]
+
+_agents: dict[str, AgentFactory] = {
+    "standin": lambda runtime: StandinAgent(),
+    "scripted": lambda runtime: ScriptedAgent.from_json(runtime.settings.agent_script),
+    "dry-run": lambda runtime: DryRunAgent(),
+    "openai": lambda runtime: _model_agent(runtime),
+}
+
+
+def _model_agent(runtime: Runtime) -> BaseAgent:
+    """The model agent in the wire format INNER_PLANE_OPENAI_API names, with the tools."""
+    tools = build_registry(runtime)
+    if runtime.settings.openai_api == "chat_completions":
+        return ChatCompletionsAgent.from_runtime(runtime, tools)
+    return OpenAIResponsesAgent.from_runtime(runtime, tools)
+
+
+def register_agent(name: str, factory: AgentFactory) -> None:
+    """Make another base agent selectable by ``INNER_PLANE_AGENT=name``."""
+    _agents[name] = factory
+
+
+def load_agent(runtime: Runtime) -> BaseAgent:
+    name = runtime.settings.agent
+    try:
+        factory = _agents[name]
+    except KeyError:
+        raise ConfigError(
+            f"INNER_PLANE_AGENT: unknown agent {name!r} (known: {', '.join(sorted(_agents))})"
+        ) from None
+    return factory(runtime)
+
+
+def load_composer(runtime: Runtime) -> Composer:
+    """The composer a deployment runs, configured from the runtime's settings."""
+    return ContextComposer(runtime)
+
+
+def build_lane(runtime: Runtime, holder: str | None = None) -> Lane:
+    return Lane(runtime, load_agent(runtime), load_composer(runtime), holder)
+
+
+_lanes: dict[int, Lane] = {}
+
+
+def run_lane(runtime: Runtime, delegate_id: str, reason: str = "wake") -> LaneOutcome:
+    """Entry point for the `activate` and `user_turn` tasks. The agent and composer are built
+    once per process and runtime (a worker child runs many activations)."""
+    lane = _lanes.get(id(runtime))
+    if lane is None or lane.runtime is not runtime:
+        lane = build_lane(runtime)
+        _lanes.clear()
+        _lanes[id(runtime)] = lane
+    return lane.run(delegate_id, reason)

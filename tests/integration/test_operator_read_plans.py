@@ -1,0 +1,132 @@
+"""Every query of the operator reads walks an index on a journal of thousands of rows: with
+sequential scans disabled, no plan still scans a growing table (a Seq Scan in a plan then means
+no index could serve it)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+
+from inner_plane.journal import live, reads
+from inner_plane.journal.live import Position
+from inner_plane.runtime import Runtime
+
+GROWING = (
+    "signals",
+    "signal_events",
+    "activations",
+    "conversation_events",
+    "thoughtflows",
+    "memories",
+    "live_events",
+)
+
+
+@pytest.fixture
+def big_journal(runtime: Runtime) -> Runtime:
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data, trust,
+                                     max_attempts, occurred_at, available_at, state)
+                SELECT gen_random_uuid(), 'd' || (g % 20), 'task.completed', 'copilot', 'wake',
+                       50, jsonb_build_object('n', g), 'trusted', 5, now(), now(),
+                       (ARRAY['delivered', 'dismissed', 'dead', 'pending'])[1 + g % 4]
+                  FROM generate_series(1, 6000) g
+                """
+            )
+        )
+        connection.execute(
+            text("INSERT INTO signal_events (signal_id, event) SELECT id, 'claimed' FROM signals")
+        )
+        connection.execute(
+            text(
+                """
+                INSERT INTO activations (id, delegate_id, trigger, epoch, holder, state,
+                                         started_at, finished_at, signal_ids)
+                SELECT gen_random_uuid(), 'd' || (g % 20), 'wake', 1, 'h', 'completed',
+                       now() - make_interval(secs => g), now(), '{}'
+                  FROM generate_series(1, 4000) g
+                """
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO conversations (id, delegate_id) "
+                "SELECT gen_random_uuid(), 'd' || g FROM generate_series(0, 19) g"
+            )
+        )
+        connection.execute(
+            text(
+                """
+                INSERT INTO conversation_events (id, delegate_id, conversation_id, type, payload)
+                SELECT gen_random_uuid(), c.delegate_id, c.id, 'inner.activation.started', '{}'
+                  FROM conversations c, generate_series(1, 300) g
+                """
+            )
+        )
+        connection.execute(text("ANALYZE"))
+    return runtime
+
+
+@pytest.fixture
+def captured(big_journal: Runtime) -> Iterator[list[tuple[str, Any]]]:
+    statements: list[tuple[str, Any]] = []
+
+    def remember(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
+            statements.append((statement, parameters))
+
+    event.listen(big_journal.engine, "before_cursor_execute", remember)
+    yield statements
+    event.remove(big_journal.engine, "before_cursor_execute", remember)
+
+
+def plans(runtime: Runtime, statements: list[tuple[str, Any]]) -> list[str]:
+    found = []
+    with runtime.engine.connect() as connection:
+        connection.exec_driver_sql("SET enable_seqscan = off")
+        for statement, parameters in statements:
+            rows = connection.exec_driver_sql("EXPLAIN " + statement, parameters).all()
+            found.append("\n".join(row[0] for row in rows))
+        connection.rollback()
+    return found
+
+
+def test_operator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[str, Any]]) -> None:
+    engine = big_journal.engine
+    with engine.connect() as connection:
+        some_activation = connection.execute(text("SELECT id FROM activations LIMIT 1")).scalar()
+        seq = connection.execute(
+            text("SELECT max(seq) FROM conversation_events WHERE delegate_id = 'd3'")
+        ).scalar()
+    calls: list[Callable[[], Any]] = [
+        lambda: reads.delegates_overview(engine, wake_budget_per_hour=60, limit=50),
+        lambda: reads.search_signals(engine, delegate_id="d3", limit=50),
+        lambda: reads.search_signals(engine, limit=50),
+        lambda: reads.search_signals(engine, delegate_id="d3", kind_prefix="task.", limit=50),
+        lambda: reads.dead_letters(engine, limit=50),
+        lambda: reads.dead_letters(engine, delegate_id="d3", limit=50),
+        lambda: reads.timeline_events(engine, "d3", limit=100),
+        lambda: reads.timeline_events(engine, "d3", before=seq, limit=100),
+        lambda: reads.timeline_events(engine, "d3", after=0, limit=100),
+        lambda: reads.activations_page(engine, "d3", limit=50),
+        lambda: reads.activation_detail(engine, some_activation or uuid.uuid4()),
+        lambda: reads.memories_page(engine, "d3"),
+        lambda: reads.timers_page(engine, "d3"),
+        lambda: reads.chart_series(engine, "d3"),
+    ]
+    for call in calls:
+        call()
+    with engine.connect() as connection:
+        live.read_after(connection, Position(0, 0))
+        live.horizon(connection)
+    assert len(captured) >= len(calls)
+    for statement, plan in zip((s for s, _ in captured), plans(big_journal, captured), strict=True):
+        for table in GROWING:
+            assert f"Seq Scan on {table}" not in plan, f"{statement}\n{plan}"

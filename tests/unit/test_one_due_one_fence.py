@@ -1,0 +1,76 @@
+""" "Due" and "fenced" are each written once, in ``journal/predicates.py``: a copy of either in
+the SQL of any other module of ``journal/`` or ``lane/`` fails this test."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import inner_plane
+from inner_plane.journal import predicates
+
+PACKAGE = Path(inner_plane.__file__).parent
+HOME = Path(predicates.__file__)
+
+# The distinctive part of each rule, as it would appear in a copy.
+RULES = {
+    "due": re.compile(r"available_at\s*<=\s*(now|clock_timestamp)\(\)", re.IGNORECASE),
+    "fenced": re.compile(r"\bFOR\s+SHARE\b|SELECT\s+epoch\s+FROM\s+leases", re.IGNORECASE),
+}
+
+
+def sql_strings(path: Path) -> list[str]:
+    """Every string literal of a module except docstrings (f-string parts included)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def copies(paths: list[Path], root: Path = PACKAGE) -> list[str]:
+    found = []
+    for path in paths:
+        for literal in sql_strings(path):
+            for rule, pattern in RULES.items():
+                if pattern.search(literal):
+                    found.append(f"{path.relative_to(root)}: {rule}: {literal.strip()[:80]}")
+    return found
+
+
+def scanned() -> list[Path]:
+    paths = sorted((PACKAGE / "journal").rglob("*.py")) + sorted((PACKAGE / "lane").rglob("*.py"))
+    return [p for p in paths if p != HOME and "migrations" not in p.parts]
+
+
+def test_no_module_but_predicates_writes_due_or_fenced() -> None:
+    assert copies(scanned()) == []
+
+
+def test_the_check_catches_a_copy(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.py"
+    copy.write_text(
+        '"""FOR SHARE in a docstring is fine."""\n'
+        'A = "SELECT 1 FROM signals WHERE available_at <= now()"\n'
+        'B = f"SELECT epoch FROM leases WHERE delegate_id = {1} FOR SHARE"\n'
+    )
+    assert {line.split(": ")[1] for line in copies([copy], tmp_path)} == {"due", "fenced"}
+
+
+def test_the_definitions_hold_the_rules() -> None:
+    assert RULES["due"].search(predicates.due())
+    assert RULES["fenced"].search(predicates.FENCED_EPOCH)
+    assert predicates.due(per_delegate=False).startswith("state = 'pending'")
+    assert "delegate_id = :delegate" in predicates.due()
