@@ -265,10 +265,7 @@ class SignalDraft(BaseModel):
             raise ValueError(f"is nested more than {MAX_DATA_DEPTH} levels deep") from None
         # Brackets bound the depth and colons the keys from above (strings may hold more): the
         # exact walk runs only for a document these cheap counts cannot clear.
-        if (
-            text.count("{") + text.count("[") > MAX_DATA_DEPTH
-            or text.count(":") > MAX_DATA_KEYS
-        ):
+        if text.count("{") + text.count("[") > MAX_DATA_DEPTH or text.count(":") > MAX_DATA_KEYS:
             problem = data_shape_problem(value)
             if problem is not None:
                 raise ValueError(problem)
