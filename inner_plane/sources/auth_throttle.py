@@ -26,6 +26,7 @@ from inner_plane.runtime import Runtime
 WINDOW_S = 60
 REFUSED_TTL_S = 30
 UNKNOWN_CLIENT = "unknown"
+_clock = time.time  # the window's clock (a test pins it)
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def check(
     runtime: Runtime, client: str | None, refused_key: str | None, now: float | None = None
 ) -> Verdict:
     """One round trip: is the address over its failure limit, and was this pair refused?"""
-    now = time.time() if now is None else now
+    now = _clock() if now is None else now
     window = _window(now)
     failures_key = redis_keys.auth_failures(client or UNKNOWN_CLIENT, window)
     try:
@@ -68,7 +69,7 @@ def record_failure(
     runtime: Runtime, client: str | None, refused_key: str | None, now: float | None = None
 ) -> None:
     """Count one failed authentication of the address; remember the refused pair."""
-    now = time.time() if now is None else now
+    now = _clock() if now is None else now
     failures_key = redis_keys.auth_failures(client or UNKNOWN_CLIENT, _window(now))
     try:
         with runtime.redis.pipeline(transaction=False) as pipe:

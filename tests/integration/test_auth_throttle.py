@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth, credentials, processors
+from inner_plane.sources import auth, auth_throttle, credentials, processors
 
 POST = ("POST", "/v1/signals")
 
@@ -32,6 +32,8 @@ def scrypt_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScryptCalls]:
         return real(password, **kwargs)
 
     monkeypatch.setattr(credentials.hashlib, "scrypt", counting)
+    # One throttle window for the whole test (a real minute boundary would reset the count).
+    monkeypatch.setattr(auth_throttle, "_clock", lambda: 1_800_000_010.0)
     credentials._verified.clear()
     yield calls
     credentials._verified.clear()
@@ -110,7 +112,8 @@ def test_a_refused_token_is_refused_again_without_a_hash(
     assert len(scrypt_calls.salts) == 1
 
 
-def test_hmac_failures_count_too(runtime: Runtime) -> None:
+def test_hmac_failures_count_too(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth_throttle, "_clock", lambda: 1_800_000_010.0)
     processors.add(runtime, "hooks", credential="hmac")
     headers = {
         "x-inner-plane-processor": "hooks",
