@@ -319,6 +319,8 @@ class ContextComposer:
             pieces.append(Piece("ambient", str(row["id"]), text, row["priority"], at, row))
         for position, row in enumerate(found.history):
             text = message_text(row["type"], row["payload"])
+            if not text:
+                continue  # an assistant entry without a reply (dry run) says nothing
             at = row["created_at"].timestamp()
             pieces.append(Piece("conversation", f"message-{position}", text, 50, at, row))
         return pieces, shortened

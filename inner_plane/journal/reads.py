@@ -19,6 +19,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
+from inner_plane.journal.predicates import WAKING, due
+
 MAX_LIMIT = 500
 
 
@@ -469,7 +471,8 @@ SELECT delegate_id FROM (
 
 # One row per delegate; every figure is an index range of that delegate (partial indexes for
 # pending, claimed, dead and due-wake signals, running activations and queued turns).
-_OVERVIEW = """
+_DUE_WAKE = due(WAKING, of="d.delegate_id", alias="s")
+_OVERVIEW = f"""
 SELECT d.delegate_id,
        l.epoch, l.holder, l.expires_at,
        (l.holder IS NOT NULL AND l.expires_at > now()) AS lease_live,
@@ -485,9 +488,7 @@ SELECT d.delegate_id,
        (SELECT min(created_at) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'pending') AS oldest_pending,
        (SELECT count(*) FROM signals s
-         WHERE s.delegate_id = d.delegate_id AND s.state = 'pending'
-           AND s.mode IN ('wake', 'interrupt') AND s.available_at <= now()
-           AND (s.expires_at IS NULL OR s.expires_at > now())) AS due_now,
+         WHERE {_DUE_WAKE}) AS due_now,
        (SELECT min(available_at) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'pending'
            AND s.mode IN ('wake', 'interrupt') AND s.available_at > now()) AS next_signal_due,
@@ -507,7 +508,7 @@ SELECT d.delegate_id,
   FROM unnest(CAST(:delegates AS text[])) AS d(delegate_id)
   LEFT JOIN leases l ON l.delegate_id = d.delegate_id
  ORDER BY d.delegate_id
-"""
+"""  # noqa: S608 - constant fragment
 
 _LAST_ACTIVATION = f"""
 SELECT DISTINCT ON (d.delegate_id) d.delegate_id, a.*
