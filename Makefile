@@ -34,7 +34,7 @@ test: lint typecheck
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-BENCHES := publish lane compose timers http
+BENCHES := publish lane compose timers http capacity
 
 bench: $(STAMP)
 	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
