@@ -15,8 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
+from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
+from inner_plane.journal.signals import add_events, insert_rows
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import (
@@ -213,20 +215,109 @@ def _marked_before(runtime: Runtime, prepared: Sequence[_Prepared]) -> set[uuid.
 _DOWNGRADED_REASON = "kind not permitted to interrupt"
 
 
+def _prepare(
+    drafts: Sequence[SignalDraft], runtime: Runtime
+) -> tuple[list[_Prepared], list[_Prepared]]:
+    """Every draft prepared, and the unique ones: duplicates inside one call collapse onto the
+    first occurrence."""
+    now = datetime.now(UTC)
+    registry = runtime.registry
+    prepared = [_Prepared(d, registry, now) for d in drafts]
+    first: dict[uuid.UUID, _Prepared] = {}
+    for p in prepared:
+        first.setdefault(p.signal_id, p)
+    unique = list(first.values()) if len(first) < len(prepared) else prepared
+    return prepared, unique
+
+
+class Journaled:
+    """Signals inserted in a transaction: :meth:`announce` logs them and schedules their wakes,
+    and is called once that transaction committed (the operator sees only what committed)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        via: str,
+        prepared: list[_Prepared],
+        inserted: set[uuid.UUID],
+        downgrades_recorded: bool,
+    ) -> None:
+        self.runtime = runtime
+        self.via = via
+        self.prepared = prepared
+        self.inserted = inserted
+        self.downgrades_recorded = downgrades_recorded
+
+    def downgraded(self) -> list[uuid.UUID]:
+        return [p.signal_id for p in self.prepared if p.downgraded and p.signal_id in self.inserted]
+
+    def announce(self) -> list[PublishResult]:
+        """Log every signal (published, downgraded or deduplicated), record downgrades if the
+        transaction did not, and run the after-publish callbacks (wakes) for the new ones."""
+        via, inserted = self.via, self.inserted
+        results: list[PublishResult] = []
+        fresh: list[PublishResult] = []
+        lines: list[tuple[str, dict[str, Any]]] = []
+        logged: set[uuid.UUID] = set()
+        for p in self.prepared:
+            is_new = p.signal_id in inserted and p.signal_id not in logged
+            result = p.result(deduplicated=not is_new)
+            results.append(result)
+            if is_new:
+                logged.add(p.signal_id)
+                fresh.append(result)
+                if p.downgraded:
+                    lines.append(
+                        (
+                            "downgraded",
+                            p.log_fields(requested="interrupt", reason=_DOWNGRADED_REASON),
+                        )
+                    )
+                lines.append(("published", p.log_fields(trust=p.draft.trust, via=via)))
+            else:
+                lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
+        # One write and one flush for the whole batch; the same lines as one emit() each.
+        logs.emit_many(lines)
+        downgraded = [] if self.downgrades_recorded else self.downgraded()
+        if downgraded:
+            # Durable too: `signals show` explains why the signal did not interrupt.
+            self.runtime.signals.add_events(downgraded, "downgraded", _DOWNGRADED_EVENT)
+        if fresh:
+            _register_default_hooks()
+            for callback in _after_publish:
+                callback(self.runtime, fresh)
+        return results
+
+
+_DOWNGRADED_EVENT = "interrupt requested by a kind not permitted to interrupt; treated as wake"
+
+
+def journal_drafts(
+    connection: Connection,
+    drafts: Sequence[SignalDraft],
+    runtime: Runtime | None = None,
+    via: str = "api",
+) -> Journaled:
+    """Insert validated drafts in the caller's transaction, as one statement; the caller calls
+    ``announce()`` on the result after its commit. No Redis marker is read or set: inside a
+    transaction the journal's constraints alone decide, and a later publish of the same key
+    finds the row (ON CONFLICT DO NOTHING)."""
+    runtime = runtime or get_runtime()
+    prepared, unique = _prepare(drafts, runtime)
+    inserted = insert_rows(connection, [p.row for p in unique])
+    journaled = Journaled(runtime, via, prepared, inserted, downgrades_recorded=True)
+    add_events(
+        connection, ((sid, "downgraded", _DOWNGRADED_EVENT, None) for sid in journaled.downgraded())
+    )
+    return journaled
+
+
 def publish_drafts(
     drafts: Sequence[SignalDraft], runtime: Runtime | None = None, via: str = "api"
 ) -> list[PublishResult]:
     """Journal already-validated drafts in one transaction; return one result per draft."""
     runtime = runtime or get_runtime()
-    now = datetime.now(UTC)
-    registry = runtime.registry
-    prepared = [_Prepared(d, registry, now) for d in drafts]
-
-    # Duplicates inside the same call collapse onto the first occurrence.
-    first: dict[uuid.UUID, _Prepared] = {}
-    for p in prepared:
-        first.setdefault(p.signal_id, p)
-    unique = list(first.values()) if len(first) < len(prepared) else prepared
+    prepared, unique = _prepare(drafts, runtime)
 
     # Repeats short-circuit on Redis: a marked signal that the journal confirms is not inserted
     # again. Everything else is inserted; ON CONFLICT DO NOTHING decides races and lost markers.
@@ -234,43 +325,7 @@ def publish_drafts(
     known = runtime.signals.existing_ids(marked) if marked else set()
     to_insert = [p for p in unique if p.signal_id not in known] if known else unique
     inserted = runtime.signals.insert([p.row for p in to_insert]) if to_insert else set()
-
-    results: list[PublishResult] = []
-    fresh: list[PublishResult] = []
-    lines: list[tuple[str, dict[str, Any]]] = []
-    logged: set[uuid.UUID] = set()
-    for p in prepared:
-        is_new = p.signal_id in inserted and p.signal_id not in logged
-        result = p.result(deduplicated=not is_new)
-        results.append(result)
-        if is_new:
-            logged.add(p.signal_id)
-            fresh.append(result)
-            if p.downgraded:
-                lines.append(
-                    (
-                        "downgraded",
-                        p.log_fields(requested="interrupt", reason=_DOWNGRADED_REASON),
-                    )
-                )
-            lines.append(("published", p.log_fields(trust=p.draft.trust, via=via)))
-        else:
-            lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
-    # One write and one flush for the whole batch; the same lines as one emit() each.
-    logs.emit_many(lines)
-    downgraded = [p.signal_id for p in unique if p.downgraded and p.signal_id in inserted]
-    if downgraded:
-        # Durable too: `signals show` explains why the signal did not interrupt.
-        runtime.signals.add_events(
-            downgraded,
-            "downgraded",
-            "interrupt requested by a kind not permitted to interrupt; treated as wake",
-        )
-    if fresh:
-        _register_default_hooks()
-        for callback in _after_publish:
-            callback(runtime, fresh)
-    return results
+    return Journaled(runtime, via, prepared, inserted, downgrades_recorded=False).announce()
 
 
 def publish(
@@ -314,10 +369,12 @@ def wire_form(draft: SignalDraft) -> dict[str, Any]:
 
 
 __all__ = [
+    "Journaled",
     "Mode",
     "PublishResult",
     "SignalDraft",
     "SignalError",
+    "journal_drafts",
     "on_published",
     "publish",
     "publish_drafts",

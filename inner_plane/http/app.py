@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane.config import load_settings
-from inner_plane.http import errors, operator_api
+from inner_plane.http import errors, operator_api, ui
 from inner_plane.http.errors import ApiError, AsciiJSONResponse
 from inner_plane.http.intake import (
     JOURNAL_DOWN,
@@ -185,6 +186,20 @@ def create_app(
     )
     app.add_exception_handler(ApiError, errors.handle_api_error)
     app.include_router(operator_api.build_router(runtime_factory, gate, feed))
+    app.include_router(ui.build_router(runtime_factory, gate))
+    app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
+
+    @app.middleware("http")
+    async def security_headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        # The interactive API docs load their own assets; every other page gets the strict set.
+        if not request.url.path.startswith(("/docs", "/redoc")):
+            for name, value in ui.SECURITY_HEADERS.items():
+                response.headers.setdefault(name, value)
+        return response
+
     if mcp_route is not None:
         app.router.routes.append(mcp_route)
 

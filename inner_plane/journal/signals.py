@@ -180,6 +180,29 @@ def add_events(
         )
 
 
+def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+    """Insert rows as one statement on ``connection`` (the caller's transaction, or autocommit);
+    return the ids actually inserted (the rest were duplicates of rows already in the journal)."""
+    if not rows:
+        return set()
+    packed = None if len(rows) == 1 else _rows_json(rows)
+    if packed is not None:
+        result = connection.execute(_INSERT_MANY, {"rows": packed})
+    elif len(rows) == 1:
+        sql, processors = _insert_one_form(connection.dialect)
+        row = rows[0]
+        params = {key: row[key] for key in ROW_KEYS}
+        for name, process in processors:
+            params[name] = process(params[name])
+        if connection.exec_driver_sql(sql, params).rowcount != 1:
+            return set()  # a duplicate
+        ident = row["id"]
+        return {ident if isinstance(ident, uuid.UUID) else uuid.UUID(str(ident))}
+    else:
+        result = connection.execute(_INSERT, list(rows))
+    return set(result.scalars().all())
+
+
 class SignalJournal:
     """Reads and writes of the ``signals`` table for one database."""
 
@@ -194,22 +217,7 @@ class SignalJournal:
         # Either form is one statement, atomic and committed when it returns: in autocommit it
         # takes one round trip instead of three (BEGIN, INSERT, COMMIT), the publish hot path.
         with self._single_statement() as connection:
-            packed = None if len(rows) == 1 else _rows_json(rows)
-            if packed is not None:
-                result = connection.execute(_INSERT_MANY, {"rows": packed})
-            elif len(rows) == 1:
-                sql, processors = _insert_one_form(connection.dialect)
-                row = rows[0]
-                params = {key: row[key] for key in ROW_KEYS}
-                for name, process in processors:
-                    params[name] = process(params[name])
-                if connection.exec_driver_sql(sql, params).rowcount != 1:
-                    return set()  # a duplicate
-                ident = row["id"]
-                return {ident if isinstance(ident, uuid.UUID) else uuid.UUID(str(ident))}
-            else:
-                result = connection.execute(_INSERT, list(rows))
-            return set(result.scalars().all())
+            return insert_rows(connection, rows)
 
     def _single_statement(self) -> Connection:
         return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")

@@ -47,6 +47,15 @@ def completed(
         if step.turn_id is not None:
             user_turns.finish_user_turn(connection, step.turn_id, "done", result.reply)
         record(connection, activation, context, result, duration_s, None, plan)
+        if step.turn_id is None and result.reply:
+            # An autonomous reply is something the assistant said: the composer's history and
+            # the timeline show it as an assistant message, before the closing entry.
+            converse(
+                connection,
+                activation,
+                conversation.ASSISTANT_MESSAGE,
+                {"reply": result.reply, "autonomous": True},
+            )
         converse(
             connection,
             activation,
@@ -103,6 +112,13 @@ def interrupted(
             # The user's input is never discarded: the turn runs again after the interrupt.
             user_turns.requeue_user_turn(connection, step.turn_id)
         record(connection, activation, context, None, duration_s, f"interrupted: {reason}")
+        converse(
+            connection,
+            activation,
+            conversation.ACTIVATION_INTERRUPTED,
+            {"reason": reason, "duration_ms": round(duration_s * 1000, 1)},
+            context,
+        )
     logs.emit("interrupted", **activation_fields(activation), reason=reason)
 
 

@@ -51,7 +51,9 @@ class Heartbeat:
                     target=self._run, name="lease-heartbeat", daemon=True
                 )
                 self._thread.start()
-            self._wake.notify()
+            # No notify: the lease was just taken with a full TTL, and the thread's next beat
+            # (within heartbeat_s) renews it in time. Waking it now renewed every lease at once,
+            # one more round trip racing each activation's own for the two cores.
         return holding.lost
 
     def end(self) -> None:

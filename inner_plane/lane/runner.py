@@ -250,12 +250,13 @@ class Lane:
                 if turn is None
                 else UserMessage(turn.text, turn.channel, turn.id),
             )
-            converse(
-                connection,
-                activation,
-                conversation.ACTIVATION_STARTED if turn is None else conversation.USER_MESSAGE,
-                {"reason": decision.reason},
-            )
+            if turn is None:
+                opening = conversation.ACTIVATION_STARTED
+            elif conversation.turn_has_message(connection, turn.id):
+                opening = conversation.TURN_RESUMED  # pre-empted before: its message stands
+            else:
+                opening = conversation.USER_MESSAGE
+            converse(connection, activation, opening, {"reason": decision.reason})
             if turn is not None and claimed:
                 converse(connection, activation, conversation.CONTEXT_ATTACHED, {})
         for signal in dead:
