@@ -34,6 +34,7 @@ from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
 from inner_plane.journal import conversation, live
 from inner_plane.journal.context import snapshot as context_snapshot
+from inner_plane.journal.database import single_statement
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
 from inner_plane.timeline import message_text
@@ -235,7 +236,8 @@ class ContextComposer:
             for signal in activation.signals
             if signal.kind.startswith("memory.")
         }
-        with self.engine.connect() as connection:
+        # One statement: in autocommit it is one round trip, without a BEGIN and a ROLLBACK.
+        with single_statement(self.engine) as connection:
             found = context_snapshot(
                 connection,
                 delegate_id=activation.delegate_id,
