@@ -35,10 +35,9 @@ test: lint typecheck
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-BENCHES := publish lane compose timers http
-
+# Every benchmark in turn (bench/summary.py lists them), then one table of key figures and targets.
 bench: $(STAMP)
-	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
+	$(BIN)/python -m bench.summary $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .inner-plane-test .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -32,6 +32,7 @@ def up() -> None:
     database.upgrade(resolved.database_url)
     typer.echo(f"inner-plane: journal migrated: {database.sqlalchemy_url(resolved.database_url)}")
     typer.echo(f"inner-plane: broker: {resolved.effective_broker_url}")
+    typer.echo(f"inner-plane: operator UI and API: http://{resolved.api_host}:{resolved.api_port}/")
     data_dir = resolved.data_dir
 
     def stopped() -> None:

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import operator_api
+from inner_plane.http import operator_api, ui
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.schemas import (
@@ -40,6 +41,7 @@ from inner_plane.sources.intake import (
     JOURNAL_DOWN,
     MAX_BODY_BYTES,
     authorized,
+    client_of,
     path_of,
     read_body,
 )
@@ -77,10 +79,11 @@ def publish_request(
     path: str,
     headers: Mapping[str, str],
     body: bytes,
+    client: str | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """The whole publication in one worker thread: auth, limit, parse, admit, journal."""
     try:
-        runtime, processor = authorized(runtime_factory, method, path, headers, body)
+        runtime, processor = authorized(runtime_factory, method, path, headers, body, client)
         raws, batch = parse_request(body)
         published = grants.publish_for(
             runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch
@@ -101,9 +104,10 @@ def status_request(
     path: str,
     headers: Mapping[str, str],
     signal_id: str,
+    client: str | None = None,
 ) -> dict[str, Any]:
     try:
-        runtime, processor = authorized(runtime_factory, "GET", path, headers, b"")
+        runtime, processor = authorized(runtime_factory, "GET", path, headers, b"", client)
         try:
             parsed = uuid.UUID(signal_id)
         except ValueError:
@@ -183,6 +187,20 @@ def create_app(
     )
     app.add_exception_handler(ApiError, errors.handle_api_error)
     app.include_router(operator_api.build_router(runtime_factory, gate, feed))
+    app.include_router(ui.build_router(runtime_factory, gate))
+    app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
+
+    @app.middleware("http")
+    async def security_headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        # The interactive API docs load their own assets; every other page gets the strict set.
+        if not request.url.path.startswith(("/docs", "/redoc")):
+            for name, value in ui.SECURITY_HEADERS.items():
+                response.headers.setdefault(name, value)
+        return response
+
     for route, _ in mounts:
         app.router.routes.append(route)
 
@@ -213,7 +231,13 @@ def create_app(
     async def post_signals(request: Request) -> Response:
         body = await read_body(request, max_body_bytes)
         status, payload = await run_in_threadpool(
-            publish_request, runtime_factory, "POST", path_of(request), request.headers, body
+            publish_request,
+            runtime_factory,
+            "POST",
+            path_of(request),
+            request.headers,
+            body,
+            client_of(request),
         )
         return AsciiJSONResponse(payload, status_code=status)
 
@@ -225,7 +249,12 @@ def create_app(
     )
     async def get_signal(signal_id: str, request: Request) -> Response:
         payload = await run_in_threadpool(
-            status_request, runtime_factory, path_of(request), request.headers, signal_id
+            status_request,
+            runtime_factory,
+            path_of(request),
+            request.headers,
+            signal_id,
+            client_of(request),
         )
         return AsciiJSONResponse(payload)
 

@@ -21,6 +21,7 @@ from inner_plane.sources import auth, errors
 from inner_plane.sources.intake import JOURNAL_DOWN
 
 COOKIE = "inner_plane_operator"
+UI_HEADER = "x-inner-plane-ui"
 
 
 def forbidden_processor() -> errors.ApiError:
@@ -58,6 +59,10 @@ class OperatorGate:
             if token is not None:
                 operator = operators.authenticate(runtime, token)
                 if operator is not None:
+                    if action and self._cookie_without_ui_header(request):
+                        raise errors.ApiError(
+                            403, "forbidden", f"a cookie-borne action needs {UI_HEADER}"
+                        )
                     return Caller(operator.name)
             if self._is_processor(runtime, request):
                 raise forbidden_processor()
@@ -79,6 +84,12 @@ class OperatorGate:
             return self.loopback and not operators.any_configured(self.runtime_factory())
         except JOURNAL_DOWN:
             return False
+
+    @staticmethod
+    def _cookie_without_ui_header(request: Request) -> bool:
+        """The UI's session cookie proves an action only with the UI's header, which a page of
+        another site cannot send (cross-site request forgery)."""
+        return request.headers.get("authorization") is None and UI_HEADER not in request.headers
 
     @staticmethod
     def _is_processor(runtime: Runtime, request: Request) -> bool:

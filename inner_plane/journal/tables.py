@@ -121,12 +121,12 @@ class SignalRow(Base):
             "updated_at",
             postgresql_where=text(f"state IN {FINISHED}"),
         ),
-        # Relevant-ambient lookup: full text over retained ambient signals.
+        # Relevant-ambient lookup: full text over pending ambient signals (migration 0013).
         Index(
             "ix_signals_ambient_fts",
             text(AMBIENT_DOCUMENT),
             postgresql_using="gin",
-            postgresql_where=text("mode = 'ambient'"),
+            postgresql_where=text("mode = 'ambient' AND state = 'pending'"),
         ),
         # Migration 0010_flat_costs: one partial index per live predicate, and seq-led ones
         # for the newest-first lists (keyset-paged).

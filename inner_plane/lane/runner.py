@@ -37,6 +37,7 @@ from inner_plane.journal.database import single_statement
 from inner_plane.journal.leases import LeaseLost, Leases, fence
 from inner_plane.lane import decide, finish
 from inner_plane.lane.guard import Heartbeat, LaneGuard
+from inner_plane.lane.notices import lane_notices
 from inner_plane.lane.records import Step, activation_fields, converse
 from inner_plane.runtime import Runtime
 
@@ -71,6 +72,8 @@ class Lane:
         self.leases = Leases(runtime.engine)
         self._connection: Connection | None = None
         self.heartbeat = Heartbeat(runtime)
+        self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
+        self._yield_hint: threading.Event | None = None
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -91,6 +94,9 @@ class Lane:
             lease_lost = self.heartbeat.begin(delegate_id, epoch, lock or None)
             reschedule: float | None = None
             self._connection = self.runtime.engine.connect()
+            # Told at once when a user turn or interrupt for this delegate is journaled, so the
+            # agent yields between stream events (the journal decides at the safe point).
+            self._yield_hint = self.notices.watch(delegate_id)
             try:
                 if left_behind:
                     self._recover(delegate_id, epoch)
@@ -99,6 +105,7 @@ class Lane:
                 outcome.lease_lost = True
                 logs.emit("lease_lost", delegate=delegate_id, epoch=epoch, reason=str(error))
             finally:
+                self.notices.unwatch(delegate_id, self._yield_hint)
                 self.heartbeat.end()
                 connection, self._connection = self._connection, None
                 connection.close()
@@ -250,12 +257,13 @@ class Lane:
                 if turn is None
                 else UserMessage(turn.text, turn.channel, turn.id),
             )
-            converse(
-                connection,
-                activation,
-                conversation.ACTIVATION_STARTED if turn is None else conversation.USER_MESSAGE,
-                {"reason": decision.reason},
-            )
+            if turn is None:
+                opening = conversation.ACTIVATION_STARTED
+            elif conversation.turn_has_message(connection, turn.id):
+                opening = conversation.TURN_RESUMED  # pre-empted before: its message stands
+            else:
+                opening = conversation.USER_MESSAGE
+            converse(connection, activation, opening, {"reason": decision.reason})
             if turn is not None and claimed:
                 converse(connection, activation, conversation.CONTEXT_ATTACHED, {})
         for signal in dead:
@@ -274,6 +282,7 @@ class Lane:
             str(activation.id),
             activation.trigger,
             lease_lost,
+            self._yield_hint,
         )
         started = time.monotonic()
         context: WorkingContext | None = None
@@ -286,7 +295,12 @@ class Lane:
             raise
         except Preempted as preempted:
             finish.interrupted(
-                self._transaction, step, preempted.reason, context, time.monotonic() - started
+                self._transaction,
+                step,
+                preempted.reason,
+                context,
+                time.monotonic() - started,
+                preempted.partial,
             )
             return
         except Exception as error:  # the agent or composer failed: bounded retry
@@ -297,6 +311,8 @@ class Lane:
                 f"{type(error).__name__}: {error}",
                 context,
                 time.monotonic() - started,
+                # What an agent did before failing (AgentRunFailed.partial), for the ThoughtFlow.
+                getattr(error, "partial", None),
             )
             return
         finish.completed(self._transaction, step, context, result, time.monotonic() - started)

@@ -24,7 +24,7 @@ from inner_plane.journal.processors import Processor
 from inner_plane.mcp_adapter.tools import build_server
 from inner_plane.runtime import Runtime
 from inner_plane.sources.errors import ApiError, unauthorized
-from inner_plane.sources.intake import authorized, path_of, read_body
+from inner_plane.sources.intake import authorized, client_of, path_of, read_body
 
 PATH = "/mcp"
 SCOPE_KEY = "inner_plane.processor"
@@ -52,6 +52,7 @@ class _Authenticated:
                 path_of(request),
                 request.headers,
                 body,
+                client_of(request),
             )
         except ApiError as error:
             await error.response()(scope, receive, send)
