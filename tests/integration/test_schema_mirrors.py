@@ -49,7 +49,8 @@ def test_the_ambient_lookup_uses_the_mirrored_index_expression(stores: Stores) -
             plan = "\n".join(
                 connection.execute(
                     text(
-                        "EXPLAIN SELECT id FROM signals WHERE mode = 'ambient' "  # noqa: S608
+                        "EXPLAIN SELECT id FROM signals "  # noqa: S608
+                        "WHERE mode = 'ambient' AND state = 'pending' "
                         f"AND {AMBIENT_DOCUMENT} @@ 'review'::tsquery"
                     )
                 ).scalars()
