@@ -42,7 +42,7 @@ class Target:
 
 
 # In the order the benchmarks run; the targets are the issues' (6 for the CLI, 15 for the rest).
-BENCHES = ("publish", "lane", "compose", "timers", "http", "cli", "growth")
+BENCHES = ("publish", "lane", "compose", "timers", "http", "cli", "growth", "capacity")
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
     Target("publish", "bulk_celery_vs_raw", 10.0),
@@ -50,6 +50,7 @@ TARGETS = (
     Target("lane", "overhead_p99_ms", 20.0, higher_is_better=False),
     Target("lane", "wake_added_p99_vs_celery_p99", None),
     Target("lane", "activations_per_s", None),
+    Target("lane", "preempt_p99_ms", 250.0, higher_is_better=False),
     Target("compose", "compose_p99_ms", 25.0, higher_is_better=False),
     Target("compose", "compose_vs_fts_p99", 3.0, higher_is_better=False),
     Target("timers", "tick_vs_query_p99", 3.0, higher_is_better=False),
@@ -58,6 +59,10 @@ TARGETS = (
     Target("cli", "cli_vs_python_start", 6.0, higher_is_better=False),
     Target("growth", "growth_max_ratio", 1.25, higher_is_better=False),
     Target("growth", "growth_max_p99_ratio", 1.5, higher_is_better=False),
+    # The capacity model's figures (docs/operations.md): measured for sizing, no target.
+    Target("capacity", "signals_per_s_per_signals_worker", None),
+    Target("capacity", "activations_per_s_per_activation_worker", None),
+    Target("capacity", "journal_bytes_per_1000_signals", None),
 )
 
 

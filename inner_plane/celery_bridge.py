@@ -11,6 +11,7 @@ import math
 from typing import Any
 from urllib.parse import urlsplit
 
+from amqp.exceptions import NotFound
 from celery import Celery
 from kombu import Connection, Exchange, Queue
 from kombu.transport.native_delayed_delivery import (
@@ -94,6 +95,22 @@ def prepare_broker(app: Celery) -> None:
         for queue in app.amqp.queues.values():
             queue.bind(connection.default_channel).declare()  # its exchange and binding too
             bind_queue_to_native_delayed_delivery_exchange(connection, queue)
+
+
+def amqp_queue_depths(broker_url: str, queues: list[str], timeout: float) -> dict[str, int]:
+    """Messages ready in each queue on a RabbitMQ broker (a queue not declared yet holds none);
+    messages delivered and not yet acknowledged are not counted."""
+    depths: dict[str, int] = {}
+    with Connection(broker_url, connect_timeout=timeout) as connection:
+        channel = connection.channel()
+        for name in queues:
+            try:
+                declared: Any = Queue(name).bind(channel).queue_declare(passive=True)
+                depths[name] = int(declared.message_count)
+            except NotFound:  # the error closed the channel
+                depths[name] = 0
+                channel = connection.channel()
+    return depths
 
 
 @functools.cache

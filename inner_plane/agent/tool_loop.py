@@ -21,11 +21,9 @@ from inner_plane.agent.model_calls import (
     AgentRunFailed,
     ContextTooLong,
     ModelCallFailed,
-    PreemptedAfterWork,
     RetryPolicy,
     StreamFailed,
     call_tool,
-    checkpoint,
     new_usage,
     settled_summary,
     tool_output,
@@ -186,7 +184,7 @@ class ToolLoopAgent:
         try:
             self._loop(state)
         except Preempted as preempted:
-            raise PreemptedAfterWork(preempted.reason, state.result()) from preempted
+            raise Preempted(preempted.reason, state.result()) from preempted
         except (ModelCallFailed, openai.APIError, StreamFailed) as error:
             state.decision = f"failed: {error}"
             raise AgentRunFailed(f"{type(error).__name__}: {error}", state.result()) from error
@@ -233,7 +231,7 @@ class ToolLoopAgent:
             )
             for index, call in enumerate(reply.calls):
                 if index:
-                    checkpoint(guard)  # a safe point between tool calls
+                    guard.checkpoint()  # a safe point between tool calls
                 tool_context.call_index = index
                 action = call_tool(
                     self.tools, call.call_id, call.name, call.arguments, tool_context

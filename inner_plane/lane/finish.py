@@ -90,7 +90,10 @@ def interrupted(
     reason: str,
     context: WorkingContext | None,
     duration_s: float,
+    partial: AgentResult | None = None,
 ) -> None:
+    """Release the claims; the ThoughtFlow keeps ``partial`` (what the agent did before it
+    yielded: tool actions, usage), never a settlement."""
     activation = step.activation
     with transaction() as connection:
         claims.release_claims(
@@ -111,7 +114,7 @@ def interrupted(
         if step.turn_id is not None:
             # The user's input is never discarded: the turn runs again after the interrupt.
             user_turns.requeue_user_turn(connection, step.turn_id)
-        record(connection, activation, context, None, duration_s, f"interrupted: {reason}")
+        record(connection, activation, context, partial, duration_s, f"interrupted: {reason}")
         converse(
             connection,
             activation,
@@ -129,6 +132,7 @@ def failed(
     error: str,
     context: WorkingContext | None,
     duration_s: float,
+    partial: AgentResult | None = None,
 ) -> None:
     activation = step.activation
     with transaction() as connection:
@@ -145,7 +149,7 @@ def failed(
         )
         if step.turn_id is not None:
             user_turns.finish_user_turn(connection, step.turn_id, "failed", None)
-        record(connection, activation, context, None, duration_s, error)
+        record(connection, activation, context, partial, duration_s, error)
         converse(
             connection,
             activation,

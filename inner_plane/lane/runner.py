@@ -38,6 +38,7 @@ from inner_plane.journal.database import single_statement
 from inner_plane.journal.leases import LeaseLost, Leases, fence
 from inner_plane.lane import decide, finish
 from inner_plane.lane.guard import Heartbeat, LaneGuard
+from inner_plane.lane.notices import lane_notices
 from inner_plane.lane.records import Step, activation_fields, converse
 from inner_plane.runtime import Runtime
 
@@ -74,6 +75,8 @@ class Lane:
         # The due window read at the end of the last activation's closing transaction.
         self._window_after: claims.DueWindow | None = None
         self.heartbeat = Heartbeat(runtime)
+        self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
+        self._yield_hint: threading.Event | None = None
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -95,6 +98,9 @@ class Lane:
             reschedule: float | None = None
             self._connection = self.runtime.engine.connect()
             self._window_after = None
+            # Told at once when a user turn or interrupt for this delegate is journaled, so the
+            # agent yields between stream events (the journal decides at the safe point).
+            self._yield_hint = self.notices.watch(delegate_id)
             try:
                 if left_behind:
                     self._recover(delegate_id, epoch)
@@ -103,6 +109,7 @@ class Lane:
                 outcome.lease_lost = True
                 logs.emit("lease_lost", delegate=delegate_id, epoch=epoch, reason=str(error))
             finally:
+                self.notices.unwatch(delegate_id, self._yield_hint)
                 self.heartbeat.end()
                 connection, self._connection = self._connection, None
                 connection.close()
@@ -297,6 +304,7 @@ class Lane:
             str(activation.id),
             activation.trigger,
             lease_lost,
+            self._yield_hint,
         )
         started = time.monotonic()
         context: WorkingContext | None = None
@@ -314,6 +322,7 @@ class Lane:
                 preempted.reason,
                 context,
                 time.monotonic() - started,
+                preempted.partial,
             )
             return
         except Exception as error:  # the agent or composer failed: bounded retry
@@ -324,6 +333,8 @@ class Lane:
                 f"{type(error).__name__}: {error}",
                 context,
                 time.monotonic() - started,
+                # What an agent did before failing (AgentRunFailed.partial), for the ThoughtFlow.
+                getattr(error, "partial", None),
             )
             return
         finish.completed(

@@ -16,7 +16,7 @@ import pytest
 
 from inner_plane.activation import Disposition, Preempted, WorkingContext
 from inner_plane.agent.chat_completions import ChatCompletionsAgent
-from inner_plane.agent.model_calls import AgentRunFailed, PreemptedAfterWork
+from inner_plane.agent.model_calls import AgentRunFailed
 from inner_plane.agent.openai_responses import OpenAIResponsesAgent
 from inner_plane.agent.tool_loop import ToolLoopAgent
 from inner_plane.composer import build_composer
@@ -395,8 +395,8 @@ def test_a_waiting_turn_stops_an_in_flight_stream_and_nothing_of_the_step_applie
         agent.run(context, guard)
     assert server.wait_for(lambda: server.served[1].closed_by_client_at is not None, 5)
     assert not server.served[1].completed
-    assert isinstance(preempted.value, PreemptedAfterWork)
     partial = preempted.value.partial
+    assert partial is not None
     assert [a["arguments"]["signal_id"] for a in partial.tool_actions] == [str(signal_id)]
     assert set(partial.settlements) == {signal_id} and partial.reply is None
     assert partial.usage["requests"] == 1
@@ -409,9 +409,15 @@ def test_preemption_waits_for_nothing_while_backing_off(
     _scripts(responses, signal_id)
     responses.faults = [rate_limited("30")]
     guard = PreemptibleGuard(context.activation.id)
-    threading.Timer(0.3, guard.yield_requested.set).start()
+    agent = _agent(runtime, responses)
+
+    def turn_arrives() -> None:
+        responses.wait_for(lambda: len(responses.served) == 1)
+        guard.yield_requested.set()
+
+    threading.Thread(target=turn_arrives, daemon=True).start()
     with pytest.raises(Preempted):
-        _agent(runtime, responses).run(context, guard)
+        agent.run(context, guard)  # yields during the 30 s Retry-After wait
     assert [s.status for s in responses.served] == [429]
 
 
