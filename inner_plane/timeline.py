@@ -68,10 +68,11 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
     if event_type == events.ASSISTANT_MESSAGE:
         return message_text(event_type, payload) or "(no reply)"
     if event_type == events.TOOL_CALL:
-        return f"{payload.get('name')} {payload.get('arguments')}"
+        arguments = payload.get("arguments")
+        return _tool_name(payload) + ("" if arguments is None else f" {arguments}")
     if event_type == events.TOOL_RESULT:
         outcome = payload.get("error") or payload.get("output")
-        return f"{payload.get('name')} -> {outcome}"
+        return _tool_name(payload) + ("" if outcome is None else f" -> {outcome}")
     if event_type == events.MEMORY_RETRIEVAL:
         memories = payload.get("memories") or []
         if payload.get("status") == "recalled":
@@ -97,6 +98,13 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
     if event_type == events.CONTEXT_CAPSULE:
         return str(payload.get("status") or "")
     return ""
+
+
+def _tool_name(payload: dict[str, Any]) -> str:
+    if payload.get("name"):
+        return str(payload["name"])
+    step = payload.get("step")
+    return "(unnamed tool)" if step is None else f"(unnamed tool, step {step})"
 
 
 def _duration(payload: dict[str, Any]) -> str:
