@@ -50,6 +50,7 @@ TARGETS = (
     Target("lane", "overhead_p99_ms", 20.0, higher_is_better=False),
     Target("lane", "wake_added_p99_vs_celery_p99", None),
     Target("lane", "activations_per_s", None),
+    Target("lane", "preempt_p99_ms", 250.0, higher_is_better=False),
     Target("compose", "compose_p99_ms", 25.0, higher_is_better=False),
     Target("compose", "compose_vs_fts_p99", 3.0, higher_is_better=False),
     Target("timers", "tick_vs_query_p99", 3.0, higher_is_better=False),

@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     flower_address: str = "127.0.0.1"
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8700, ge=1, le=65535)
+    # Failed authentications one client address may make per minute before it is refused (429)
+    # without any credential check (no hash is computed for it).
+    auth_failures_per_minute: int = Field(default=20, ge=1)
 
     @field_validator("database_url")
     @classmethod

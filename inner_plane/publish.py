@@ -9,6 +9,7 @@ publisher that died before its insert never swallows a signal.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ import redis
 from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
-from inner_plane.journal.signals import add_events, insert_rows
+from inner_plane.journal.signals import add_events, insert_rows, stored_identities
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import (
@@ -26,7 +27,9 @@ from inner_plane.signals.model import (
     PublishResult,
     SignalDraft,
     SignalError,
+    Trust,
     derive_signal_id,
+    is_dedup_key,
 )
 
 # Called with the newly journaled signals (not duplicates), after the commit. The attention
@@ -87,8 +90,21 @@ class _Prepared:
             "expires_at": expires_at,
         }
 
-    def result(self, deduplicated: bool) -> PublishResult:
+    def result(self, deduplicated: bool, stored: dict[str, Any] | None = None) -> PublishResult:
+        """This publication's answer; a duplicate answers with the stored signal (a replay
+        with another kind or mode learns what the journal holds, not what it sent)."""
         draft = self.draft
+        if stored is not None:
+            return PublishResult(
+                id=self.signal_id,
+                deduplicated=True,
+                kind=stored["kind"],
+                source=stored["source"],
+                mode=Mode(stored["mode"]),
+                priority=stored["priority"],
+                delegate_id=stored["delegate_id"],
+                trust=Trust(stored["trust"]),
+            )
         return PublishResult(
             id=self.signal_id,
             deduplicated=deduplicated,
@@ -97,6 +113,7 @@ class _Prepared:
             mode=self.mode,
             priority=self.priority,
             delegate_id=draft.delegate_id,
+            trust=draft.trust,
         )
 
     def log_fields(self, **more: Any) -> dict[str, Any]:
@@ -129,6 +146,10 @@ def _templated_key(template: str, data: dict[str, Any]) -> str | None:
         key = template.format(**data)
     except (KeyError, IndexError, ValueError):
         return None
+    if key and not is_dedup_key(key):
+        # The data's text is the publisher's: a control character or an overlong value still
+        # makes one stable key, as its digest.
+        return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return key or None
 
 
@@ -241,12 +262,15 @@ class Journaled:
         prepared: list[_Prepared],
         inserted: set[uuid.UUID],
         downgrades_recorded: bool,
+        stored: dict[uuid.UUID, dict[str, Any]] | None = None,
     ) -> None:
         self.runtime = runtime
         self.via = via
         self.prepared = prepared
         self.inserted = inserted
         self.downgrades_recorded = downgrades_recorded
+        # What the journal holds for the duplicates: a replay answers with the stored signal.
+        self.stored = stored or {}
 
     def downgraded(self) -> list[uuid.UUID]:
         return [p.signal_id for p in self.prepared if p.downgraded and p.signal_id in self.inserted]
@@ -259,9 +283,16 @@ class Journaled:
         fresh: list[PublishResult] = []
         lines: list[tuple[str, dict[str, Any]]] = []
         logged: set[uuid.UUID] = set()
+        first: dict[uuid.UUID, _Prepared] = {}
         for p in self.prepared:
+            first.setdefault(p.signal_id, p)
             is_new = p.signal_id in inserted and p.signal_id not in logged
-            result = p.result(deduplicated=not is_new)
+            if is_new:
+                result = p.result(False)
+            elif p.signal_id in inserted:  # a repeat inside this call: the first one stands
+                result = first[p.signal_id].result(True)
+            else:
+                result = p.result(True, self.stored.get(p.signal_id))
             results.append(result)
             if is_new:
                 logged.add(p.signal_id)
@@ -305,7 +336,9 @@ def journal_drafts(
     runtime = runtime or get_runtime()
     prepared, unique = _prepare(drafts, runtime)
     inserted = insert_rows(connection, [p.row for p in unique])
-    journaled = Journaled(runtime, via, prepared, inserted, downgrades_recorded=True)
+    lost = [p.signal_id for p in unique if p.signal_id not in inserted]
+    stored = stored_identities(connection, lost) if lost else {}
+    journaled = Journaled(runtime, via, prepared, inserted, downgrades_recorded=True, stored=stored)
     add_events(
         connection, ((sid, "downgraded", _DOWNGRADED_EVENT, None) for sid in journaled.downgraded())
     )
@@ -322,10 +355,16 @@ def publish_drafts(
     # Repeats short-circuit on Redis: a marked signal that the journal confirms is not inserted
     # again. Everything else is inserted; ON CONFLICT DO NOTHING decides races and lost markers.
     marked = _marked_before(runtime, unique)
-    known = runtime.signals.existing_ids(marked) if marked else set()
-    to_insert = [p for p in unique if p.signal_id not in known] if known else unique
+    stored = runtime.signals.identities(marked) if marked else {}
+    to_insert = [p for p in unique if p.signal_id not in stored] if stored else unique
     inserted = runtime.signals.insert([p.row for p in to_insert]) if to_insert else set()
-    return Journaled(runtime, via, prepared, inserted, downgrades_recorded=False).announce()
+    if len(inserted) < len(to_insert):
+        # Duplicates the journal's constraints caught: answer with what it holds.
+        lost = [p.signal_id for p in to_insert if p.signal_id not in inserted]
+        stored.update(runtime.signals.identities(lost))
+    return Journaled(
+        runtime, via, prepared, inserted, downgrades_recorded=False, stored=stored
+    ).announce()
 
 
 def publish(

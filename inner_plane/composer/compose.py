@@ -81,9 +81,11 @@ class Limits:
 
 
 def signal_label(index: int, signal: Signal) -> str:
-    # kind and source are validated identifiers, so labels need no escaping.
+    # kind and source are validated on intake, and escaped like data all the same: a row the
+    # journal holds is not re-validated, and the label stands outside the fence.
     return (
-        f"[signal {index}] id={signal.id} kind={signal.kind} source={signal.source} "
+        f"[signal {index}] id={signal.id} kind={fence.label(signal.kind)} "
+        f"source={fence.label(signal.source)} "
         f"mode={signal.mode.value} priority={signal.priority} trust={signal.trust.value} "
         f"attempts={signal.attempts} occurred_at={signal.occurred_at.isoformat()} "
         f"created_at={signal.created_at.isoformat()}"
@@ -92,7 +94,8 @@ def signal_label(index: int, signal: Signal) -> str:
 
 def _ambient_label(row: dict[str, Any]) -> str:
     return (
-        f"id={row['id']} kind={row['kind']} source={row['source']} mode=ambient "
+        f"id={row['id']} kind={fence.label(row['kind'])} source={fence.label(row['source'])} "
+        "mode=ambient "
         f"priority={row['priority']} trust={row['trust']} "
         f"created_at={row['created_at'].isoformat()}"
     )

@@ -180,6 +180,26 @@ def add_events(
         )
 
 
+_IDENTITY_COLUMNS = (
+    _T.c.id,
+    _T.c.delegate_id,
+    _T.c.kind,
+    _T.c.source,
+    _T.c.mode,
+    _T.c.priority,
+    _T.c.trust,
+)
+
+
+def stored_identities(
+    connection: Connection, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, dict[str, Any]]:
+    """What a duplicate publication answers with: the stored signal's id, delegate, kind,
+    source, mode, priority and trust, by id (primary-key lookups)."""
+    found = connection.execute(select(*_IDENTITY_COLUMNS).where(_T.c.id.in_(list(ids))))
+    return {row.id: dict(row._mapping) for row in found}
+
+
 def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
     """Insert rows as one statement on ``connection`` (the caller's transaction, or autocommit);
     return the ids actually inserted (the rest were duplicates of rows already in the journal)."""
@@ -235,6 +255,14 @@ class SignalJournal:
         with self._single_statement() as connection:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
             return set(found.scalars().all())
+
+    def identities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        """:func:`stored_identities` in a statement of its own."""
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        with self._single_statement() as connection:
+            return stored_identities(connection, wanted)
 
     def get(self, signal_id: uuid.UUID) -> Signal | None:
         with self.engine.connect() as connection:
