@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -190,16 +190,7 @@ def create_app(
     app.include_router(ui.build_router(runtime_factory, gate))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
 
-    @app.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        # The interactive API docs load their own assets; every other page gets the strict set.
-        if not request.url.path.startswith(("/docs", "/redoc")):
-            for name, value in ui.SECURITY_HEADERS.items():
-                response.headers.setdefault(name, value)
-        return response
+    app.add_middleware(ui.SecurityHeaders)
 
     for route, _ in mounts:
         app.router.routes.append(route)
