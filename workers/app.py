@@ -84,6 +84,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     )
 
 
+def configure(app: Celery, settings: Settings) -> None:
+    """Configure ``app`` now, for settings whose stores are already resolved."""
+    app.conf.update(celery_config(settings))
+
+
 def create_app(settings: Settings | None = None) -> Celery:
     app = Celery("inner_plane", set_as_current=True)
     app.add_defaults(lambda: celery_config(resolve_services(settings or load_settings())))
