@@ -13,6 +13,10 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from inner_plane.journal.predicates import due
+
+_DUE = due(per_delegate=False)
+
 # Served by ix_signals_state_seq (state, seq): an index range per state.
 _COUNTS = text(
     """
@@ -20,8 +24,7 @@ _COUNTS = text(
       (SELECT count(*) FROM signals WHERE state = 'pending') AS pending,
       (SELECT count(*) FROM signals WHERE state = 'claimed') AS claimed,
       (SELECT count(*) FROM signals WHERE state = 'dead') AS dead,
-      (SELECT count(*) FROM signals
-        WHERE state = 'pending' AND mode <> 'ambient' AND available_at <= now()) AS due,
+      (SELECT count(*) FROM signals WHERE {DUE}) AS due,
       (SELECT EXTRACT(EPOCH FROM now() - created_at) FROM signals
         WHERE state = 'pending' AND mode <> 'ambient' ORDER BY seq LIMIT 1) AS oldest_pending_s,
       (SELECT EXTRACT(EPOCH FROM now() - max(updated_at)) FROM signals
@@ -31,7 +34,7 @@ _COUNTS = text(
       (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at > now()) AS leases_held,
       (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at <= now())
         AS leases_expired
-    """
+    """.replace("{DUE}", _DUE)
 )
 
 # Delegates with due work, largest backlog first, with their lease and queued user turns.
@@ -40,7 +43,7 @@ _LANES = text(
     WITH backlog AS (
       SELECT delegate_id, count(*) AS due, min(created_at) AS oldest
         FROM signals
-       WHERE state = 'pending' AND mode <> 'ambient' AND available_at <= now()
+       WHERE {DUE}
        GROUP BY delegate_id
        ORDER BY count(*) DESC, delegate_id
        LIMIT :top
@@ -52,14 +55,13 @@ _LANES = text(
              WHERE t.delegate_id = b.delegate_id AND t.state = 'queued') AS queued_turns
       FROM backlog b LEFT JOIN leases l USING (delegate_id)
      ORDER BY b.due DESC, b.delegate_id
-    """
+    """.replace("{DUE}", _DUE)
 )
 
 _DELEGATES_WITH_BACKLOG = text(
     """
-    SELECT count(DISTINCT delegate_id) FROM signals
-     WHERE state = 'pending' AND mode <> 'ambient' AND available_at <= now()
-    """
+    SELECT count(DISTINCT delegate_id) FROM signals WHERE {DUE}
+    """.replace("{DUE}", _DUE)
 )
 
 
