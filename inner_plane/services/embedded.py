@@ -547,8 +547,15 @@ def resolve_services(settings: Settings) -> Settings:
             }
         )
     services = EmbeddedServices(settings)
-    _services = (services, services.start())
-    return _services[1]
+    resolved = services.start()
+    if services.postgres is not None:
+        # A database this process started is migrated before anything uses it.
+        from inner_plane.journal.database import upgrade
+
+        assert resolved.database_url is not None
+        upgrade(resolved.database_url)
+    _services = (services, resolved)
+    return resolved
 
 
 def _check_plane_redis(url: str) -> None:
