@@ -25,16 +25,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict inner_plane
 
+# Two legs: the whole suite with Redis as broker, then the broker-relevant acceptance tests with
+# RabbitMQ as broker (one line saying it skipped when no RabbitMQ is reachable; CI=true requires it).
 test: lint typecheck
 	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
+	$(BIN)/python -m tests.support.rabbitmq_leg
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-BENCHES := publish lane compose timers http
-
+# Every benchmark in turn (bench/summary.py lists them), then one table of key figures and targets.
 bench: $(STAMP)
-	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
+	$(BIN)/python -m bench.summary $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .inner-plane-test .pytest_cache .mypy_cache .ruff_cache

@@ -5,19 +5,24 @@ as many signal events, activations and conversation events and a tenth as many u
 1,000 delegates. They are loaded with COPY into the migrated schema and kept between runs
 (``.inner-plane-growth/``; ``--reload`` rebuilds them); a kept database is only migrated forward.
 
-State mix. Finished history grows with the size: signals delivered, dismissed, expired and dead,
-activations completed, failed and interrupted, user turns done. 5% of the signals are retained
-ambient ones still pending (their TTL has not run out), as measured on the issue's run. The live
-work is the same at every size, because the lane and the TTLs bound it, not the history: 100
-due next-turn signals, 20 wake signals in retry backoff, 50 ambient signals past their expiry
-that the sweeper has not visited yet.
+State mix. Finished history grows with the size: signals delivered, dismissed, expired and dead
+(8% of them ambient, expired), activations completed, failed and interrupted, user turns done,
+conversations of user and assistant messages and lane events. The live work is the same at every
+size, because the lane and the TTLs bound it, not the history: 2,000 retained ambient signals
+still pending (2 per delegate), 100 due next-turn signals, 20 wake signals in retry backoff, 50
+ambient signals past their expiry that the sweeper has not visited yet. (The issue's own run
+kept 5% of all signals pending ambient, a live set growing with the history; the relevance
+query ranks a delegate's live ambient set, so that mix measured the set, not the journal.)
+
+Equal work at every size: pages hold 10 rows and the composer's history 8 messages, what a
+delegate has at 10k rows, so each size returns the same rows.
 
 Each operation is sampled on the three sizes in rotating order (round r starts at size r mod 3),
 after one discarded warm-up round. Printed per operation: p50 and p99 per size, and the ratios
 of the largest to the smallest size. The last line is one JSON object; ``growth_max_ratio`` is
 the largest p50 ratio (target <= 1.25), ``growth_max_p99_ratio`` the largest p99 ratio (<= 1.5).
 
-    .venv/bin/python bench/growth.py [--quick] [--reload] [--rounds N]
+    .venv/bin/python -m bench.growth [--quick] [--reload] [--rounds N]
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ import json
 import os
 import random
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,38 +41,38 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("INNER_PLANE_TEST_DATA_DIR", str(ROOT / ".inner-plane-growth"))
+import psycopg
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
-import psycopg  # noqa: E402
-from sqlalchemy import text  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
-
-from inner_plane import logs  # noqa: E402
-from inner_plane.activation import Activation, AgentResult, Disposition, Settlement, Trigger  # noqa: E402
-from inner_plane.config import build_settings  # noqa: E402
-from inner_plane.journal import conversation, database, thoughtflow  # noqa: E402
-from inner_plane.journal.claims import due_window, has_work  # noqa: E402
-from inner_plane.journal.lane_view import ActivationJournal  # noqa: E402
-from inner_plane.journal.retention import delete_finished_signals  # noqa: E402
-from inner_plane.lane.runner import Lane  # noqa: E402
-from inner_plane.lane.sweeper import sweep  # noqa: E402
-from inner_plane.publish import publish  # noqa: E402
-from inner_plane.runtime import Runtime, build_runtime  # noqa: E402
-from inner_plane.wiring import load_composer  # noqa: E402
-from tests.support.stores import start_stores  # noqa: E402
+from bench.harness import ROOT, emit, pct
+from inner_plane import logs
+from inner_plane.activation import Activation, AgentResult, Disposition, Settlement, Trigger
+from inner_plane.composer.compose import ContextComposer, Limits
+from inner_plane.config import build_settings
+from inner_plane.journal import conversation, database, thoughtflow
+from inner_plane.journal.claims import due_window, has_work
+from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.retention import delete_finished_signals
+from inner_plane.lane.runner import Lane
+from inner_plane.lane.sweeper import sweep
+from inner_plane.publish import publish
+from inner_plane.runtime import Runtime, build_runtime
+from tests.support.stores import start_stores
 
 DELEGATES = 1_000
+# The live ambient set (pending until its TTL runs out): bounded by TTLs, not by the history, so
+# the same at every size (2 per delegate).
+LIVE_AMBIENT = 2 * DELEGATES
+# Pages and the composer's history hold what a delegate has at the smallest size (10 signals,
+# 8 conversation messages), so every size returns the same rows and only the journal differs.
+# (--quick: 1 and 1.) Set in main().
+PAGE = 10
+HISTORY = 8
 # Bump when the loaded data changes shape: kept databases of another version are rebuilt.
-LOAD_VERSION = 1
+LOAD_VERSION = 2
 SPAN = timedelta(days=6)  # the history spans six days; retention keeps seven
 RETENTION = timedelta(days=7)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -123,10 +127,7 @@ def load(url: str, size: int, seed: int = 15) -> None:
             settled = _ts(at + timedelta(seconds=2))
             claimed = str(activation_ids[i])
             available = _ts(at)
-            if r < 0.05:  # retained ambient, still pending
-                mode, kind, state = "ambient", "external.feed.item", "pending"
-                expires, settled, claimed = _ts(now + timedelta(days=7)), r"\N", r"\N"
-            elif r < 0.08:
+            if r < 0.08:  # ambient history: expired (the live ones are in live_lines)
                 mode, kind, state = "ambient", "external.feed.item", "expired"
                 expires, claimed = _ts(at + timedelta(hours=1)), r"\N"
             elif r < 0.88:
@@ -149,18 +150,22 @@ def load(url: str, size: int, seed: int = 15) -> None:
 
     def live_lines() -> Iterator[str]:
         # The live work, the same at every size (see the module docstring).
-        for n in range(170):
+        for n in range(LIVE_AMBIENT + 170):
             sid = uuid.uuid4()
             at = now - timedelta(minutes=5)
+            data = "{}"
             if n < 100:
                 mode, available, expires = "next-turn", at, r"\N"
             elif n < 120:
                 mode, available, expires = "wake", now + timedelta(days=1), r"\N"
-            else:
+            elif n < 170:
                 mode, available, expires = "ambient", at, now - timedelta(minutes=1)
+            else:  # retained ambient, pending until its TTL runs out
+                mode, available, expires = "ambient", at, now + timedelta(days=7)
+                data = json.dumps({"summary": f"{words[n % len(words)]} {words[n // 7 % 10]}"})
             exp = expires if isinstance(expires, str) else _ts(expires)
             yield (
-                f"{sid}\t{_delegate(n * 7)}\ttask.completed\tlive\t{mode}\t50\t{{}}\ttrusted\t"
+                f"{sid}\t{_delegate(n * 7)}\ttask.completed\tlive\t{mode}\t50\t{data}\ttrusted\t"
                 f"live{n}\tpending\t0\t5\t{_ts(at)}\t{_ts(at)}\t{_ts(available)}\t{exp}\t"
                 f"{_ts(at)}\t\\N\t\\N\n"
             )
@@ -198,9 +203,9 @@ def load(url: str, size: int, seed: int = 15) -> None:
     types = (
         "user.message",
         "assistant.message",
+        "user.message",
+        "assistant.message",
         "inner.activation.started",
-        "inner.activation.completed",
-        "inner.context.attached",
     )
 
     def conversation_event_lines() -> Iterator[str]:
@@ -282,6 +287,38 @@ def load(url: str, size: int, seed: int = 15) -> None:
         cursor.execute("VACUUM (ANALYZE)")
 
 
+def upgrade_v1(url: str) -> None:
+    """Version 1 kept 5% of the signals as pending ambient ones (a live set growing with the
+    history) and fewer messages in the conversations: bring a kept database to version 2 in
+    place instead of loading it again."""
+    now = datetime.now(UTC)
+    with psycopg.connect(database.libpq_url(url), autocommit=True) as db:
+        db.execute(
+            "UPDATE signals SET state = 'expired', expires_at = created_at + interval '1 hour', "
+            "settled_at = created_at + interval '1 hour' "
+            "WHERE source = 'growth' AND mode = 'ambient' AND state = 'pending'"
+        )
+        db.execute(
+            "UPDATE conversation_events SET type = CASE type "
+            "WHEN 'inner.activation.completed' THEN 'user.message' ELSE 'assistant.message' END "
+            "WHERE type IN ('inner.activation.completed', 'inner.context.attached')"
+        )
+        with db.cursor().copy(
+            "COPY signals (id, delegate_id, kind, source, mode, priority, data, trust, dedup_key, "
+            "state, attempts, max_attempts, occurred_at, created_at, available_at, expires_at, "
+            "updated_at) FROM STDIN"
+        ) as copy:
+            at, until = _ts(now - timedelta(minutes=5)), _ts(now + timedelta(days=7))
+            for n in range(170, LIVE_AMBIENT + 170):
+                copy.write(
+                    f"{uuid.uuid4()}\t{_delegate(n * 7)}\ttask.completed\tlive\tambient\t50\t"
+                    f'{{"summary": "budget review {n}"}}\ttrusted\tlive{n}\tpending\t0\t5\t'
+                    f"{at}\t{at}\t{at}\t{until}\t{at}\n"
+                )
+        db.execute("UPDATE growth_loaded SET version = %s", (LOAD_VERSION,))
+        db.execute("VACUUM (ANALYZE)")
+
+
 def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
     """The database for one size: kept from an earlier run when its data has this version."""
     url = make_url(database.sqlalchemy_url(base_url)).set(database=f"growth_{label}")
@@ -299,6 +336,9 @@ def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
                     found = db.execute("SELECT size, version FROM growth_loaded").fetchone()
                 except psycopg.errors.UndefinedTable:
                     found = None
+            if found == (size, 1):
+                upgrade_v1(url_text)
+                found = (size, LOAD_VERSION)
             if found == (size, LOAD_VERSION):
                 database.upgrade(url_text)  # migrations added since the load
                 with psycopg.connect(database.libpq_url(url_text), autocommit=True) as db:
@@ -347,7 +387,7 @@ def open_journal(label: str, url: str, redis_url: str, data_dir: Path) -> Journa
         wake_budget_per_hour=10**9,
     )
     runtime = build_runtime(settings)
-    composer = load_composer(runtime)
+    composer = ContextComposer(runtime, limits=Limits(history=HISTORY))
     lane = Lane(runtime, InstantAgent(), composer, holder=f"growth-{label}")
     with runtime.engine.connect() as connection:
         rows = connection.execute(
@@ -405,21 +445,21 @@ def operations() -> dict[str, Callable[[Journal, str, int], Any]]:
         return delete_finished_signals(j.runtime.engine, RETENTION)
 
     def list_delegate(j: Journal, d: str, n: int) -> Any:
-        return j.runtime.signals.list(d, None, None, 50)
+        return j.runtime.signals.list(d, None, None, PAGE)
 
     def list_all(j: Journal, d: str, n: int) -> Any:
-        return j.runtime.signals.list(None, None, None, 50)
+        return j.runtime.signals.list(None, None, None, PAGE)
 
     def list_dead(j: Journal, d: str, n: int) -> Any:
-        return j.runtime.signals.list(None, "dead", None, 50)
+        return j.runtime.signals.list(None, "dead", None, PAGE)
 
     def activations_list(j: Journal, d: str, n: int) -> Any:
-        return j.activations.recent(d, 50), j.activations.recent(None, 50)
+        return j.activations.recent(d, PAGE), j.activations.recent(None, PAGE)
 
     def timeline(j: Journal, d: str, n: int) -> Any:
         return (
-            conversation.read_events(j.runtime.engine, d, limit=50),
-            thoughtflow.list_thoughtflows(j.runtime.engine, d),
+            conversation.read_events(j.runtime.engine, d, limit=PAGE),
+            thoughtflow.list_thoughtflows(j.runtime.engine, d, limit=PAGE),
         )
 
     return {
@@ -460,10 +500,14 @@ def main() -> None:
     sizes = (1_000, 10_000, 100_000) if args.quick else (10_000, 100_000, 1_000_000)
     labels = ("1k", "10k", "100k") if args.quick else ("10k", "100k", "1m")
     rounds = args.rounds or (12 if args.quick else 30)
+    global PAGE, HISTORY
+    PAGE = max(1, sizes[0] // DELEGATES)
+    HISTORY = max(1, PAGE * 4 // 5)
 
     logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
     began = time.perf_counter()
-    stores = start_stores()
+    # Its own embedded servers, kept with the loaded journals (not the harness's per-run dir).
+    stores = start_stores(ROOT / ".inner-plane-growth")
     print(f"journals of {', '.join(f'{s:,}' for s in sizes)} signal rows:")
     urls = [
         prepare(stores.database_url, size, label, args.reload)
@@ -499,6 +543,8 @@ def main() -> None:
         "quick": args.quick,
         "sizes": dict(zip(labels, sizes, strict=True)),
         "rounds": rounds,
+        "page_rows": PAGE,
+        "history_messages": HISTORY,
         "load_and_migrate_s": round(load_s, 1),
     }
     ratios: dict[str, float] = {}
@@ -536,7 +582,9 @@ def main() -> None:
     )
     for j in journals:
         j.runtime.engine.dispose()
-    print(json.dumps(figures))
+    if stores.services is not None:
+        stores.services.stop()
+    emit(figures)
 
 
 if __name__ == "__main__":

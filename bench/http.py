@@ -4,7 +4,14 @@
       (bearer auth, rate limit, validation, grant, publish path), one signal per request and
       batches of 100;
   (b) bare: a bare FastAPI endpoint under uvicorn with 2 workers doing the same journal insert
-      (same statement, same row) with no auth and no validation.
+      (same statement, same row) with no auth and no validation;
+  (c) auth: what failed authentications cost. ``auth_unknown_vs_known_p50`` is the median
+      latency of a bearer token naming no processor over that of a registered name with a wrong
+      token (target 0.8 to 1.25: timing must not tell names apart); each request comes from its
+      own address (X-Forwarded-For, which uvicorn honours from loopback) with its own token, so
+      neither the throttle nor the negative cache answers it. ``auth_storm_p99_ratio`` is the p99
+      latency of one valid client publishing sequentially while 16 threads send bad tokens from
+      another address, over its p99 without them (target <= 2).
 
 The load comes from this machine over loopback: an asyncio client holding a few keep-alive
 connections, a bounded number of requests per measurement (and a time cap). Each round runs every
@@ -17,7 +24,8 @@ and this client all compete for them, so absolute figures move between runs; the
     .venv/bin/python -m bench.http [--quick]
 
 The last line is one JSON object with every figure, including ``http_single_vs_bare`` and
-``http_batch_vs_bare`` (target >= 0.7).
+``http_batch_vs_bare`` (target >= 0.7), ``auth_unknown_vs_known_p50`` and
+``auth_storm_p99_ratio``. ``--auth-only`` runs (c) alone.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from bench.harness import QUICK, ROOT, median, p99, ratio
 from inner_plane.runtime import get_runtime
 from tests.support.stores import Stores
 
+AUTH_ONLY = "--auth-only" in sys.argv
 ROUNDS = 2 if QUICK else 3
 SINGLE_REQUESTS = 600 if QUICK else 1_500
 BATCH_REQUESTS = 40 if QUICK else 150
@@ -180,6 +189,92 @@ def in_process_breakdown(runtime: Any, processor: Any) -> dict[str, float]:
             logs._stream = None
 
 
+AUTH_SAMPLES = 40 if QUICK else 80
+STORM_THREADS = 16
+STORM_SAMPLES = 200 if QUICK else 400
+
+
+def _address(n: int) -> str:
+    return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def auth_figures(port: int, token: str) -> dict[str, Any]:
+    """(c): failed-authentication cost by name, and a bad-token storm's effect on a valid client."""
+    import secrets
+    import threading
+
+    import httpx
+
+    url = f"http://127.0.0.1:{port}/v1/signals"
+    one = {"kind": KIND, "data": {"build": 1}}
+    unknown: list[float] = []
+    known: list[float] = []
+    with httpx.Client(timeout=30) as client:
+        for n in range(2 * AUTH_SAMPLES + 4):
+            # Alternate, so machine noise hits both alike; fresh token and address every time.
+            name = "nobody-here" if n % 2 else "bench"
+            headers = {
+                "Authorization": f"Bearer ipt.{name}.{secrets.token_urlsafe(32)}",
+                "X-Forwarded-For": _address(1_000 + n),
+            }
+            started = time.perf_counter()
+            status = client.post(url, json=one, headers=headers).status_code
+            elapsed = time.perf_counter() - started
+            if status != 401:
+                raise SystemExit(f"auth: a bad token answered {status}, not 401")
+            if n >= 4:  # the first few warm both workers' paths
+                (unknown if n % 2 else known).append(elapsed)
+
+        valid = {"Authorization": f"Bearer {token}"}
+
+        def valid_latencies() -> list[float]:
+            latencies = []
+            for _ in range(STORM_SAMPLES):
+                started = time.perf_counter()
+                status = client.post(url, json=one, headers=valid).status_code
+                latencies.append(time.perf_counter() - started)
+                if status != 201:
+                    raise SystemExit(f"auth storm: a valid request answered {status}")
+            return latencies
+
+        valid_latencies()  # warm: the token's one scrypt check in each worker
+        quiet = valid_latencies()
+        stop = threading.Event()
+        refused: list[int] = []
+
+        def attacker() -> None:
+            with httpx.Client(timeout=30) as own:
+                while not stop.is_set():
+                    bad = {
+                        "Authorization": f"Bearer ipt.bench.{secrets.token_urlsafe(32)}",
+                        "X-Forwarded-For": "10.66.0.1",
+                    }
+                    refused.append(own.post(url, json=one, headers=bad).status_code)
+
+        threads = [threading.Thread(target=attacker) for _ in range(STORM_THREADS)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)
+        try:
+            storm = valid_latencies()
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+    if any(status not in (401, 429) for status in refused):
+        raise SystemExit("auth storm: a bad token was not refused")
+    return {
+        "auth_unknown_p50_ms": round(median(unknown) * 1000, 2),
+        "auth_known_wrong_p50_ms": round(median(known) * 1000, 2),
+        "auth_unknown_vs_known_p50": ratio(median(unknown), median(known)),
+        "auth_valid_p99_quiet_ms": round(p99(quiet) * 1000, 2),
+        "auth_valid_p99_storm_ms": round(p99(storm) * 1000, 2),
+        "auth_storm_p99_ratio": ratio(p99(storm), p99(quiet)),
+        "auth_storm_requests": len(refused),
+        "auth_storm_throttled": sum(1 for status in refused if status == 429),
+    }
+
+
 def _wait_healthy(port: int, path: str, child: subprocess.Popen[bytes], log: Path) -> None:
     import httpx
 
@@ -227,6 +322,8 @@ def benchmark(stores: Stores) -> None:
             "--workers", "2", "--no-access-log", "--log-level", "warning", "--port",
         ],
     }  # fmt: skip
+    if AUTH_ONLY:
+        del commands["bare"]
     try:
         for name, command in commands.items():
             port = free_port()
@@ -241,6 +338,11 @@ def benchmark(stores: Stores) -> None:
             )
             servers[name] = (port, child)
             _wait_healthy(port, "/healthz" if name == "http" else "/docs", child, log)
+        if AUTH_ONLY:
+            auth_only = auth_figures(servers["http"][0], token)
+            print(json.dumps(auth_only, indent=1))
+            harness.emit(auth_only)
+            return
 
         auth = {"Authorization": f"Bearer {token}"}
         one = json.dumps({"kind": KIND, "data": {"build": 1, "status": "green"}}).encode()
@@ -278,6 +380,7 @@ def benchmark(stores: Stores) -> None:
             stored = runtime.signals.count()
             print(f"round {round_no + 1}: {stored} signals in the journal", flush=True)
         breakdown = in_process_breakdown(runtime, processor)
+        breakdown.update(auth_figures(servers["http"][0], token))
     finally:
         for _, child in servers.values():
             child.terminate()
@@ -316,6 +419,11 @@ def benchmark(stores: Stores) -> None:
     print(
         f"http/bare: single {figures['http_single_vs_bare']:.3f}, "
         f"batch {figures['http_batch_vs_bare']:.3f} (target >= 0.7)"
+    )
+    print(
+        "auth: unknown/known p50 {auth_unknown_vs_known_p50} (target 0.8 to 1.25); valid p99 "
+        "{auth_valid_p99_quiet_ms} ms quiet, {auth_valid_p99_storm_ms} ms in a bad-token storm, "
+        "ratio {auth_storm_p99_ratio} (target <= 2)".format(**breakdown)
     )
     print(
         "in process, one batch of 100: admit {inproc_batch_admit_ms} ms, publish path "

@@ -6,7 +6,9 @@ Prints, in one run on the same stores:
   2. plane overhead per activation excluding the agent (lock, lease, claim, compose, settle,
      record, release) p50/p99, with 100,000 signals already in the journal;
   3. activations per second across 1,000 delegates with 2 activation worker processes, and the
-     overlap check from the journal.
+     overlap check from the journal;
+  4. pre-emption inside a streaming model call: user turn sent -> in-flight call aborted
+     (``preempt_p99_ms``, target <= 250), see bench/preempt.py.
 The last line is one JSON object with every figure.
 
     .venv/bin/python -m bench.lane [--quick]
@@ -22,7 +24,7 @@ from dataclasses import replace
 
 from sqlalchemy import text
 
-from bench import harness
+from bench import harness, preempt
 from bench.harness import QUICK, ratio, summary
 from inner_plane import logs
 from inner_plane.activation import AgentResult, Disposition, Settlement
@@ -248,6 +250,7 @@ def benchmark(stores: Stores) -> None:
         f"{DELEGATES} delegates, 2 activation workers: {figures['activations_per_s']} "
         f"activations/s, overlaps {overlaps}"
     )
+    figures.update(preempt.measure(stores, settings, rt, log_dir))
     harness.emit(figures)
 
 

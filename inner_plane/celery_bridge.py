@@ -7,9 +7,17 @@ these names. Keeping the door this small keeps the library's logic testable with
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
+from urllib.parse import urlsplit
 
+from amqp.exceptions import NotFound
 from celery import Celery
+from kombu import Connection, Exchange, Queue
+from kombu.transport.native_delayed_delivery import (
+    bind_queue_to_native_delayed_delivery_exchange,
+    declare_native_delayed_delivery_exchanges_and_queues,
+)
 
 from inner_plane.config import Settings
 
@@ -28,6 +36,83 @@ RETENTION_TASK = "inner_plane.retention"
 REPORT_TASK_TASK = "inner_plane.report_task"
 
 
+# Queues whose messages must survive a RabbitMQ node: replicated quorum queues there. `periodic`
+# stays a classic queue: beat re-sends its ticks, and its messages carry a per-message expiry.
+QUORUM_QUEUES = (SIGNALS_QUEUE, ACTIVATION_QUEUE, USER_TURNS_QUEUE)
+ALL_QUEUES = (*QUORUM_QUEUES, PERIODIC_QUEUE)
+
+
+def is_amqp(broker_url: str) -> bool:
+    """True for a RabbitMQ (AMQP 0-9-1) broker, False for Redis."""
+    return urlsplit(broker_url).scheme in {"amqp", "amqps", "pyamqp"}
+
+
+def task_queues(broker_url: str) -> tuple[Queue, ...]:
+    """The plane's queues as the worker and every sender declare them (they must agree: RabbitMQ
+    refuses a queue re-declared with other arguments).
+
+    On RabbitMQ each queue has its own topic exchange, because Celery's native delayed delivery
+    (how a countdown works on quorum queues, which have no global QoS for worker-side ETAs)
+    cannot route through direct exchanges. Quorum queues have no message priorities: nothing is
+    sent with one; the journal's claim order (priority, then age) is what orders work.
+    """
+    if not is_amqp(broker_url):
+        return tuple(Queue(name) for name in ALL_QUEUES)
+    return tuple(
+        Queue(
+            name,
+            Exchange(name, type="topic", durable=True),
+            routing_key=name,
+            durable=True,
+            queue_arguments={"x-queue-type": "quorum"} if name in QUORUM_QUEUES else None,
+        )
+        for name in ALL_QUEUES
+    )
+
+
+# Publisher confirms: a send returns only once RabbitMQ holds the message.
+AMQP_TRANSPORT_OPTIONS: dict[str, Any] = {"confirm_publish": True}
+
+
+def broker_transport_options(settings: Settings) -> dict[str, Any]:
+    """Transport options by broker. Redis: a visibility timeout longer than any task may run, so
+    an unacked message is not redelivered while its task still runs. RabbitMQ redelivers an
+    unacked message only when the consumer's channel closes, so it needs no such timeout."""
+    if is_amqp(settings.effective_broker_url):
+        return dict(AMQP_TRANSPORT_OPTIONS)
+    return {"visibility_timeout": settings.visibility_timeout_s}
+
+
+def prepare_broker(app: Celery) -> None:
+    """On RabbitMQ, declare the delayed-delivery exchanges and bind the plane's queues to them
+    (idempotent). Workers do it at start; a sender does it too, so a countdown sent before any
+    worker ever ran is routed rather than refused."""
+    if not is_amqp(str(app.conf.broker_url)):
+        return
+    connection: Connection
+    with app.connection_for_write() as connection:
+        declare_native_delayed_delivery_exchanges_and_queues(connection, "quorum")
+        for queue in app.amqp.queues.values():
+            queue.bind(connection.default_channel).declare()  # its exchange and binding too
+            bind_queue_to_native_delayed_delivery_exchange(connection, queue)
+
+
+def amqp_queue_depths(broker_url: str, queues: list[str], timeout: float) -> dict[str, int]:
+    """Messages ready in each queue on a RabbitMQ broker (a queue not declared yet holds none);
+    messages delivered and not yet acknowledged are not counted."""
+    depths: dict[str, int] = {}
+    with Connection(broker_url, connect_timeout=timeout) as connection:
+        channel = connection.channel()
+        for name in queues:
+            try:
+                declared: Any = Queue(name).bind(channel).queue_declare(passive=True)
+                depths[name] = int(declared.message_count)
+            except NotFound:  # the error closed the channel
+                depths[name] = 0
+                channel = connection.channel()
+    return depths
+
+
 @functools.cache
 def _sender(broker_url: str) -> Celery:
     app = Celery("inner_plane_sender", broker=broker_url, set_as_current=False)
@@ -37,7 +122,10 @@ def _sender(broker_url: str) -> Celery:
         task_ignore_result=True,
         broker_connection_retry_on_startup=True,
         task_send_sent_event=True,
+        task_queues=task_queues(broker_url),
+        broker_transport_options=dict(AMQP_TRANSPORT_OPTIONS) if is_amqp(broker_url) else {},
     )
+    prepare_broker(app)
     return app
 
 
@@ -52,11 +140,15 @@ def send(
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     countdown: float | None = None,
-    priority: int | None = None,
 ) -> str:
-    """Send a task by name; return the Celery task id."""
+    """Send a task by name; return the Celery task id. No broker priority: RabbitMQ's quorum
+    queues have none, and the order of work is the journal's."""
+    if countdown is not None and countdown > 0 and is_amqp(settings.effective_broker_url):
+        # RabbitMQ delays through Celery's native delayed delivery, in whole seconds (it refuses
+        # a delay that rounds to zero): a delay is never shortened, so round it up.
+        countdown = float(math.ceil(countdown))
     result = sender(settings).send_task(
-        name, args=args, kwargs=kwargs or {}, queue=queue, countdown=countdown, priority=priority
+        name, args=args, kwargs=kwargs or {}, queue=queue, countdown=countdown
     )
     return str(result.id)
 

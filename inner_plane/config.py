@@ -14,6 +14,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "INNER_PLANE_"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+socket://")
+# RabbitMQ; Redis stays the store for dedup markers, locks and debounce either way.
+AMQP_SCHEMES = ("amqp://", "amqps://", "pyamqp://")
 
 
 class ConfigError(Exception):
@@ -93,12 +96,18 @@ class Settings(BaseSettings):
     timers_batch: int = Field(default=500, ge=1, le=10_000)
     retention_age_s: float = Field(default=30 * 86_400, gt=0)
     retention_interval_s: float = Field(default=3_600, gt=0)
+    # How long the live feed's log keeps events: an SSE client that reconnects within it (with
+    # Last-Event-ID) misses nothing; one that comes back later is told to reload.
+    live_retention_s: float = Field(default=86_400, gt=0)
 
     # Operator endpoints started by `inner-plane up`.
     flower_port: int = Field(default=5555, ge=1, le=65535)
     flower_address: str = "127.0.0.1"
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8700, ge=1, le=65535)
+    # Failed authentications one client address may make per minute before it is refused (429)
+    # without any credential check (no hash is computed for it).
+    auth_failures_per_minute: int = Field(default=20, ge=1)
 
     @field_validator("database_url")
     @classmethod
@@ -109,13 +118,22 @@ class Settings(BaseSettings):
             raise ValueError("must be a postgresql:// URL")
         return value
 
-    @field_validator("redis_url", "broker_url")
+    @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        if not value.startswith(("redis://", "rediss://", "unix://", "redis+socket://")):
+        if not value.startswith(REDIS_SCHEMES):
             raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _broker_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith((*REDIS_SCHEMES, *AMQP_SCHEMES)):
+            raise ValueError("must be a redis://, rediss://, unix://, amqp:// or amqps:// URL")
         return value
 
     @field_validator("delegate_timezone")
@@ -167,7 +185,8 @@ class Settings(BaseSettings):
 
     @property
     def visibility_timeout_s(self) -> int:
-        # Longer than any task may run, so Redis never redelivers a message whose task still runs.
+        # Longer than any task may run, so Redis never redelivers a message whose task still runs
+        # (a Redis broker only: RabbitMQ redelivers on a closed channel, not on a timer).
         return self.task_time_limit_s * 2 + 60
 
 

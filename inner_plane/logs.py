@@ -2,6 +2,12 @@
 
 Each line is written straight to the process's real stderr: inside a Celery worker, stdout and
 stderr are redirected into Celery's logger, which would prefix our lines and break ``grep '^\\['``.
+
+One record is one line, whatever a field holds: in logfmt a value with a space, ``=``, ``"``,
+a backslash, any control character (C0, DEL, C1 including U+0085), a Unicode line or paragraph
+separator (U+2028/U+2029) or a lone surrogate is written as a JSON string literal in which all
+of those are escapes; the JSON format escapes the same characters. :func:`parse_logfmt` reads a
+line back.
 """
 
 from __future__ import annotations
@@ -54,24 +60,37 @@ def _plain(value: Any) -> Any:
     return value
 
 
-# One compiled search instead of five substring scans: this runs for every field of every line.
-_NEEDS_QUOTES = re.compile(r'[ ="\n\\]')
+# One compiled search instead of many substring scans: this runs for every field of every line.
+# Space, '=', '"', backslash, every control character (C0, DEL, C1 incl. U+0085), U+2028/U+2029
+# and lone surrogates: a value holding any of them is written as an escaped string literal.
+_NEEDS_QUOTES = re.compile(r'[\x00-\x20"=\\\x7f-\x9f\u2028\u2029\ud800-\udfff]')
+# What json.dumps(ensure_ascii=False) leaves raw but a log reader may split a line on (or cannot
+# encode): escaped after dumping, inside string literals (the only place they can occur).
+_RAW_AFTER_DUMPS = re.compile(r"[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _escape_rest(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _quoted(text: str) -> str:
+    encoded = json.dumps(text, ensure_ascii=False)
+    return _RAW_AFTER_DUMPS.sub(_escape_rest, encoded)
 
 
 def _logfmt_value(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    text = str(value)
+    text = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
     if text == "" or _NEEDS_QUOTES.search(text):
-        return json.dumps(text, ensure_ascii=False)
+        return _quoted(text)
     return text
 
 
 def format_line(fields: dict[str, Any], log_format: str) -> str:
     if log_format == "json":
-        return json.dumps({"log": "inner-context", **fields}, ensure_ascii=False, default=str)
+        encoded = json.dumps({"log": "inner-context", **fields}, ensure_ascii=False, default=str)
+        return _RAW_AFTER_DUMPS.sub(_escape_rest, encoded)
     body = " ".join(f"{key}={_logfmt_value(value)}" for key, value in fields.items())
     return f"{TAG} {body}"
 
@@ -96,7 +115,7 @@ def _logfmt_text(value: Any) -> str:
         text: str = value
         if text and not _NEEDS_QUOTES.search(text):
             return text
-        return json.dumps(text, ensure_ascii=False)
+        return _quoted(text)
     if cls is UUID or cls is int or cls is bool:
         return str(value)  # hex digits and dashes, digits, True/False: never quoted
     if value is None:
@@ -171,6 +190,39 @@ def emit_many(entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
     if lines:
         lines.append("")
         _write("\n".join(lines))
+
+
+_DECODER = json.JSONDecoder()
+
+
+def parse_logfmt(line: str) -> dict[str, str | None]:
+    """The fields of one logfmt ``[inner-context]`` line, as written: bare values as they are,
+    quoted values decoded, an empty value as None. Raise ValueError on anything else."""
+    if not line.startswith(TAG + " "):
+        raise ValueError("not an [inner-context] line")
+    fields: dict[str, str | None] = {}
+    position = len(TAG) + 1
+    end = len(line)
+    while position < end:
+        equals = line.find("=", position)
+        if equals < 0:
+            raise ValueError(f"no '=' after position {position}")
+        key = line[position:equals]
+        position = equals + 1
+        value: str | None
+        if position < end and line[position] == '"':
+            value, position = _DECODER.raw_decode(line, position)
+        else:
+            space = line.find(" ", position)
+            stop = end if space < 0 else space
+            value = line[position:stop] or None
+            position = stop
+        fields[key] = value
+        if position < end:
+            if line[position] != " ":
+                raise ValueError(f"expected a space at position {position}")
+            position += 1
+    return fields
 
 
 def signal_fields(

@@ -9,14 +9,17 @@ publisher that died before its insert never swallows a signal.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import redis
+from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
+from inner_plane.journal.signals import add_events, insert_rows, stored_identities
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import (
@@ -24,7 +27,9 @@ from inner_plane.signals.model import (
     PublishResult,
     SignalDraft,
     SignalError,
+    Trust,
     derive_signal_id,
+    is_dedup_key,
 )
 
 # Called with the newly journaled signals (not duplicates), after the commit. The attention
@@ -85,8 +90,21 @@ class _Prepared:
             "expires_at": expires_at,
         }
 
-    def result(self, deduplicated: bool) -> PublishResult:
+    def result(self, deduplicated: bool, stored: dict[str, Any] | None = None) -> PublishResult:
+        """This publication's answer; a duplicate answers with the stored signal (a replay
+        with another kind or mode learns what the journal holds, not what it sent)."""
         draft = self.draft
+        if stored is not None:
+            return PublishResult(
+                id=self.signal_id,
+                deduplicated=True,
+                kind=stored["kind"],
+                source=stored["source"],
+                mode=Mode(stored["mode"]),
+                priority=stored["priority"],
+                delegate_id=stored["delegate_id"],
+                trust=Trust(stored["trust"]),
+            )
         return PublishResult(
             id=self.signal_id,
             deduplicated=deduplicated,
@@ -95,6 +113,7 @@ class _Prepared:
             mode=self.mode,
             priority=self.priority,
             delegate_id=draft.delegate_id,
+            trust=draft.trust,
         )
 
     def log_fields(self, **more: Any) -> dict[str, Any]:
@@ -127,6 +146,10 @@ def _templated_key(template: str, data: dict[str, Any]) -> str | None:
         key = template.format(**data)
     except (KeyError, IndexError, ValueError):
         return None
+    if key and not is_dedup_key(key):
+        # The data's text is the publisher's: a control character or an overlong value still
+        # makes one stable key, as its digest.
+        return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return key or None
 
 
@@ -213,64 +236,135 @@ def _marked_before(runtime: Runtime, prepared: Sequence[_Prepared]) -> set[uuid.
 _DOWNGRADED_REASON = "kind not permitted to interrupt"
 
 
+def _prepare(
+    drafts: Sequence[SignalDraft], runtime: Runtime
+) -> tuple[list[_Prepared], list[_Prepared]]:
+    """Every draft prepared, and the unique ones: duplicates inside one call collapse onto the
+    first occurrence."""
+    now = datetime.now(UTC)
+    registry = runtime.registry
+    prepared = [_Prepared(d, registry, now) for d in drafts]
+    first: dict[uuid.UUID, _Prepared] = {}
+    for p in prepared:
+        first.setdefault(p.signal_id, p)
+    unique = list(first.values()) if len(first) < len(prepared) else prepared
+    return prepared, unique
+
+
+class Journaled:
+    """Signals inserted in a transaction: :meth:`announce` logs them and schedules their wakes,
+    and is called once that transaction committed (the operator sees only what committed)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        via: str,
+        prepared: list[_Prepared],
+        inserted: set[uuid.UUID],
+        downgrades_recorded: bool,
+        stored: dict[uuid.UUID, dict[str, Any]] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.via = via
+        self.prepared = prepared
+        self.inserted = inserted
+        self.downgrades_recorded = downgrades_recorded
+        # What the journal holds for the duplicates: a replay answers with the stored signal.
+        self.stored = stored or {}
+
+    def downgraded(self) -> list[uuid.UUID]:
+        return [p.signal_id for p in self.prepared if p.downgraded and p.signal_id in self.inserted]
+
+    def announce(self) -> list[PublishResult]:
+        """Log every signal (published, downgraded or deduplicated), record downgrades if the
+        transaction did not, and run the after-publish callbacks (wakes) for the new ones."""
+        via, inserted = self.via, self.inserted
+        results: list[PublishResult] = []
+        fresh: list[PublishResult] = []
+        lines: list[tuple[str, dict[str, Any]]] = []
+        logged: set[uuid.UUID] = set()
+        first: dict[uuid.UUID, _Prepared] = {}
+        for p in self.prepared:
+            first.setdefault(p.signal_id, p)
+            is_new = p.signal_id in inserted and p.signal_id not in logged
+            if is_new:
+                result = p.result(False)
+            elif p.signal_id in inserted:  # a repeat inside this call: the first one stands
+                result = first[p.signal_id].result(True)
+            else:
+                result = p.result(True, self.stored.get(p.signal_id))
+            results.append(result)
+            if is_new:
+                logged.add(p.signal_id)
+                fresh.append(result)
+                if p.downgraded:
+                    lines.append(
+                        (
+                            "downgraded",
+                            p.log_fields(requested="interrupt", reason=_DOWNGRADED_REASON),
+                        )
+                    )
+                lines.append(("published", p.log_fields(trust=p.draft.trust, via=via)))
+            else:
+                lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
+        # One write and one flush for the whole batch; the same lines as one emit() each.
+        logs.emit_many(lines)
+        downgraded = [] if self.downgrades_recorded else self.downgraded()
+        if downgraded:
+            # Durable too: `signals show` explains why the signal did not interrupt.
+            self.runtime.signals.add_events(downgraded, "downgraded", _DOWNGRADED_EVENT)
+        if fresh:
+            _register_default_hooks()
+            for callback in _after_publish:
+                callback(self.runtime, fresh)
+        return results
+
+
+_DOWNGRADED_EVENT = "interrupt requested by a kind not permitted to interrupt; treated as wake"
+
+
+def journal_drafts(
+    connection: Connection,
+    drafts: Sequence[SignalDraft],
+    runtime: Runtime | None = None,
+    via: str = "api",
+) -> Journaled:
+    """Insert validated drafts in the caller's transaction, as one statement; the caller calls
+    ``announce()`` on the result after its commit. No Redis marker is read or set: inside a
+    transaction the journal's constraints alone decide, and a later publish of the same key
+    finds the row (ON CONFLICT DO NOTHING)."""
+    runtime = runtime or get_runtime()
+    prepared, unique = _prepare(drafts, runtime)
+    inserted = insert_rows(connection, [p.row for p in unique])
+    lost = [p.signal_id for p in unique if p.signal_id not in inserted]
+    stored = stored_identities(connection, lost) if lost else {}
+    journaled = Journaled(runtime, via, prepared, inserted, downgrades_recorded=True, stored=stored)
+    add_events(
+        connection, ((sid, "downgraded", _DOWNGRADED_EVENT, None) for sid in journaled.downgraded())
+    )
+    return journaled
+
+
 def publish_drafts(
     drafts: Sequence[SignalDraft], runtime: Runtime | None = None, via: str = "api"
 ) -> list[PublishResult]:
     """Journal already-validated drafts in one transaction; return one result per draft."""
     runtime = runtime or get_runtime()
-    now = datetime.now(UTC)
-    registry = runtime.registry
-    prepared = [_Prepared(d, registry, now) for d in drafts]
-
-    # Duplicates inside the same call collapse onto the first occurrence.
-    first: dict[uuid.UUID, _Prepared] = {}
-    for p in prepared:
-        first.setdefault(p.signal_id, p)
-    unique = list(first.values()) if len(first) < len(prepared) else prepared
+    prepared, unique = _prepare(drafts, runtime)
 
     # Repeats short-circuit on Redis: a marked signal that the journal confirms is not inserted
     # again. Everything else is inserted; ON CONFLICT DO NOTHING decides races and lost markers.
     marked = _marked_before(runtime, unique)
-    known = runtime.signals.existing_ids(marked) if marked else set()
-    to_insert = [p for p in unique if p.signal_id not in known] if known else unique
+    stored = runtime.signals.identities(marked) if marked else {}
+    to_insert = [p for p in unique if p.signal_id not in stored] if stored else unique
     inserted = runtime.signals.insert([p.row for p in to_insert]) if to_insert else set()
-
-    results: list[PublishResult] = []
-    fresh: list[PublishResult] = []
-    lines: list[tuple[str, dict[str, Any]]] = []
-    logged: set[uuid.UUID] = set()
-    for p in prepared:
-        is_new = p.signal_id in inserted and p.signal_id not in logged
-        result = p.result(deduplicated=not is_new)
-        results.append(result)
-        if is_new:
-            logged.add(p.signal_id)
-            fresh.append(result)
-            if p.downgraded:
-                lines.append(
-                    (
-                        "downgraded",
-                        p.log_fields(requested="interrupt", reason=_DOWNGRADED_REASON),
-                    )
-                )
-            lines.append(("published", p.log_fields(trust=p.draft.trust, via=via)))
-        else:
-            lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
-    # One write and one flush for the whole batch; the same lines as one emit() each.
-    logs.emit_many(lines)
-    downgraded = [p.signal_id for p in unique if p.downgraded and p.signal_id in inserted]
-    if downgraded:
-        # Durable too: `signals show` explains why the signal did not interrupt.
-        runtime.signals.add_events(
-            downgraded,
-            "downgraded",
-            "interrupt requested by a kind not permitted to interrupt; treated as wake",
-        )
-    if fresh:
-        _register_default_hooks()
-        for callback in _after_publish:
-            callback(runtime, fresh)
-    return results
+    if len(inserted) < len(to_insert):
+        # Duplicates the journal's constraints caught: answer with what it holds.
+        lost = [p.signal_id for p in to_insert if p.signal_id not in inserted]
+        stored.update(runtime.signals.identities(lost))
+    return Journaled(
+        runtime, via, prepared, inserted, downgrades_recorded=False, stored=stored
+    ).announce()
 
 
 def publish(
@@ -314,10 +408,12 @@ def wire_form(draft: SignalDraft) -> dict[str, Any]:
 
 
 __all__ = [
+    "Journaled",
     "Mode",
     "PublishResult",
     "SignalDraft",
     "SignalError",
+    "journal_drafts",
     "on_published",
     "publish",
     "publish_drafts",

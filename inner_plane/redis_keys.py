@@ -29,6 +29,16 @@ def rate_limit(processor: str, window: int) -> str:
     return f"{PREFIX}rate:{processor}:{window}"
 
 
+def auth_failures(client: str, window: int) -> str:
+    """Failed authentications from one client address in one throttle window."""
+    return f"{PREFIX}authfail:{client}:{window}"
+
+
+def auth_refused(processor: str, token_digest_prefix: str) -> str:
+    """A (processor name, token) pair refused moments ago: refused again without a hash."""
+    return f"{PREFIX}authrefused:{processor}:{token_digest_prefix}"
+
+
 def hmac_nonce(processor: str, signature: str) -> str:
     """A signed HTTP request already seen inside the replay window."""
     return f"{PREFIX}nonce:{processor}:{signature}"

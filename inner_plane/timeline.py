@@ -27,6 +27,8 @@ LABELS = {
     events.ACTIVATION_STARTED: "Internal activity started",
     events.ACTIVATION_COMPLETED: "Internal activity completed",
     events.ACTIVATION_FAILED: "Internal activity failed",
+    events.ACTIVATION_INTERRUPTED: "Internal activity interrupted",
+    events.TURN_RESUMED: "User turn resumed after pre-emption",
     events.CONTEXT_USAGE: "Inner Plane: context.usage",
     events.CONTEXT_COMPACTED: "Inner Plane: context.compacted",
     events.CONTEXT_CAPSULE: "Inner Plane: context.capsule",
@@ -52,39 +54,42 @@ def _signals_summary(payload: dict[str, Any]) -> str:
 
 
 def message_text(event_type: str, payload: dict[str, Any]) -> str:
-    """The words of a user or assistant message event (the lane keeps the user's text beside
-    the reply in an assistant event, so the reply comes first)."""
+    """The words of a user or assistant message event: the user's text, or the assistant's
+    reply (empty when the agent gave none: never the user's words)."""
     if event_type == events.ASSISTANT_MESSAGE:
-        return str(payload.get("reply") or payload.get("text") or payload.get("content") or "")
+        return str(payload.get("reply") or payload.get("content") or "")
     return str(payload.get("text") or payload.get("content") or "")
 
 
 def summary(event_type: str, payload: dict[str, Any]) -> str:
     """One line describing the event (the expandable detail is the payload)."""
-    if event_type in (events.USER_MESSAGE, events.ASSISTANT_MESSAGE):
+    if event_type == events.USER_MESSAGE:
         return message_text(event_type, payload)
+    if event_type == events.ASSISTANT_MESSAGE:
+        return message_text(event_type, payload) or "(no reply)"
     if event_type == events.TOOL_CALL:
-        return f"{payload.get('name')} {payload.get('arguments')}"
+        arguments = payload.get("arguments")
+        return _tool_name(payload) + ("" if arguments is None else f" {arguments}")
     if event_type == events.TOOL_RESULT:
         outcome = payload.get("error") or payload.get("output")
-        return f"{payload.get('name')} -> {outcome}"
+        return _tool_name(payload) + ("" if outcome is None else f" -> {outcome}")
     if event_type == events.MEMORY_RETRIEVAL:
         memories = payload.get("memories") or []
         if payload.get("status") == "recalled":
             shown = "; ".join(str(m.get("content"))[:80] for m in memories[:3])
             return f"recalled {len(memories)}: {shown}"
         return str(payload.get("status") or "")
-    if event_type in (events.ACTIVATION_STARTED, events.CONTEXT_ATTACHED):
+    if event_type in (events.ACTIVATION_STARTED, events.CONTEXT_ATTACHED, events.TURN_RESUMED):
         trigger = payload.get("trigger")
         return " ".join(p for p in (str(trigger or ""), _signals_summary(payload)) if p)
     if event_type == events.ACTIVATION_COMPLETED:
-        duration = payload.get("duration_ms")
-        parts = [f"in {duration:.0f} ms"] if isinstance(duration, int | float) else []
-        if payload.get("reply"):
-            parts.append(f"reply: {payload['reply']}")
-        return "; ".join(parts)
+        # The reply, if any, has its own assistant entry just before.
+        return _duration(payload)
     if event_type == events.ACTIVATION_FAILED:
-        return str(payload.get("error") or "")
+        return "; ".join(p for p in (str(payload.get("error") or ""), _duration(payload)) if p)
+    if event_type == events.ACTIVATION_INTERRUPTED:
+        reason = f"pre-empted: {payload.get('reason')}" if payload.get("reason") else ""
+        return "; ".join(p for p in (reason, _duration(payload)) if p)
     if event_type == events.CONTEXT_USAGE:
         return (
             f"input {payload.get('input_tokens')} output {payload.get('output_tokens')} "
@@ -93,6 +98,18 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
     if event_type == events.CONTEXT_CAPSULE:
         return str(payload.get("status") or "")
     return ""
+
+
+def _tool_name(payload: dict[str, Any]) -> str:
+    if payload.get("name"):
+        return str(payload["name"])
+    step = payload.get("step")
+    return "(unnamed tool)" if step is None else f"(unnamed tool, step {step})"
+
+
+def _duration(payload: dict[str, Any]) -> str:
+    duration = payload.get("duration_ms")
+    return f"in {duration:.0f} ms" if isinstance(duration, int | float) else ""
 
 
 def entry(record: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 
 from inner_plane import logs
 from inner_plane.config import build_settings, load_settings
-from inner_plane.runtime import Runtime, build_runtime, redis_client, set_runtime
+from inner_plane.runtime import Runtime, build_runtime, set_runtime
 from inner_plane.signals.kinds import KindRegistry
 from tests.support.processes import ChildProcess
 from tests.support.stores import Stores, start_stores, truncate_all
@@ -34,10 +34,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def stores() -> Iterator[Stores]:
     started = start_stores()
     # In-process code (load_settings, the CLI) sees the same stores as child processes.
-    previous = {k: os.environ.get(k) for k in ("INNER_PLANE_DATABASE_URL", "INNER_PLANE_REDIS_URL")}
+    names = ("INNER_PLANE_DATABASE_URL", "INNER_PLANE_REDIS_URL", "INNER_PLANE_BROKER_URL")
+    previous = {k: os.environ.get(k) for k in names}
     os.environ["INNER_PLANE_DATABASE_URL"] = started.database_url
     os.environ["INNER_PLANE_REDIS_URL"] = started.redis_url
     os.environ["INNER_PLANE_DATA_DIR"] = str(started.data_dir)
+    if started.broker.url is not None:
+        os.environ["INNER_PLANE_BROKER_URL"] = started.broker.url
     load_settings.cache_clear()
     yield started
     for key, value in previous.items():
@@ -45,6 +48,7 @@ def stores() -> Iterator[Stores]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    started.broker.stop()
     if started.services is not None:
         started.services.stop()
 
@@ -72,7 +76,7 @@ def context_log() -> Iterator[ContextLog]:
 @pytest.fixture
 def clean_stores(stores: Stores) -> Stores:
     truncate_all(stores.database_url)
-    redis_client(stores.redis_url).flushdb()
+    stores.empty_broker()
     return stores
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from celery import Celery
-from kombu import Queue
 
 from beat_schedule import celery_beat_schedule
 from inner_plane import celery_bridge as names
@@ -13,6 +12,7 @@ from inner_plane.services.embedded import resolve_services
 
 def configure(app: Celery, settings: Settings) -> None:
     visibility = settings.visibility_timeout_s
+    transport = names.broker_transport_options(settings)
     app.conf.update(
         broker_url=settings.effective_broker_url,
         # Ack after the task ran: a worker that dies mid-task leaves its message to be redelivered.
@@ -28,9 +28,10 @@ def configure(app: Celery, settings: Settings) -> None:
         # Hard bounds on any task: nothing may outlive the visibility timeout below.
         task_soft_time_limit=settings.task_soft_time_limit_s,
         task_time_limit=settings.task_time_limit_s,
-        # Redis redelivers unacked messages after this; longer than the hard time limit so a
-        # running task is never duplicated. Set everywhere Celery reads it (docs).
-        broker_transport_options={"visibility_timeout": visibility},
+        # Redis redelivers unacked messages after a visibility timeout longer than the hard time
+        # limit, so a running task is never duplicated; set everywhere Celery reads it (docs).
+        # RabbitMQ redelivers only on a closed channel: no timeout, publisher confirms instead.
+        broker_transport_options=transport,
         result_backend_transport_options={"visibility_timeout": visibility},
         visibility_timeout=visibility,
         # JSON only: no pickle from a shared broker.
@@ -50,13 +51,8 @@ def configure(app: Celery, settings: Settings) -> None:
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
         # Queues: signals (ingest), activation (one per delegate, concurrency 1), user turns,
-        # periodic (beat's housekeeping).
-        task_queues=(
-            Queue(names.SIGNALS_QUEUE),
-            Queue(names.ACTIVATION_QUEUE),
-            Queue(names.USER_TURNS_QUEUE),
-            Queue(names.PERIODIC_QUEUE),
-        ),
+        # periodic (beat's housekeeping); quorum queues on RabbitMQ (celery_bridge.task_queues).
+        task_queues=names.task_queues(settings.effective_broker_url),
         task_default_queue=names.SIGNALS_QUEUE,
         task_routes={
             names.PUBLISH_TASK: {"queue": names.SIGNALS_QUEUE},

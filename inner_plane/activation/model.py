@@ -101,8 +101,11 @@ class AgentResult:
 
 
 class Preempted(Exception):
-    """Raised at a safe point when the activation must yield (user turn or interrupt waiting)."""
+    """Raised at a safe point when the activation must yield (user turn or interrupt waiting).
+    An agent that had done work re-raises it with ``partial``: the tool actions, usage and
+    model calls up to the yield, for the ThoughtFlow (nothing of the aborted step is in it)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, partial: AgentResult | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.partial = partial

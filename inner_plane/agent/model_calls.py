@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import openai
 
-from inner_plane.activation import AgentResult, Preempted
+from inner_plane.activation import AgentResult
 from inner_plane.agent.port import StepGuard
 from inner_plane.tools import ToolContext, ToolError, ToolRegistry
 
@@ -42,14 +42,6 @@ class ContextTooLong(ModelCallFailed):
     """The model refused the input as longer than its context window."""
 
 
-class PreemptedAfterWork(Preempted):
-    """Preempted, with the tool actions, usage and model calls done before the yield."""
-
-    def __init__(self, reason: str, partial: AgentResult) -> None:
-        super().__init__(reason)
-        self.partial = partial
-
-
 class AgentRunFailed(Exception):
     """The agent failed after doing some work: ``partial`` holds the tool actions, usage and
     model calls up to the failure, for the ThoughtFlow."""
@@ -59,21 +51,13 @@ class AgentRunFailed(Exception):
         self.partial = partial
 
 
-def checkpoint(guard: StepGuard) -> None:
-    """The guard's cheap in-process check (no I/O unless its flag is set); a guard without one
-    (a test's) never yields mid-call."""
-    check = getattr(guard, "checkpoint", None)
-    if check is not None:
-        check()
-
-
 def pause(guard: StepGuard, seconds: float) -> None:
     """Sleep between retries, still yielding within POLL_S when the guard says so."""
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
-        checkpoint(guard)
+        guard.checkpoint()
         time.sleep(min(left, POLL_S))
-    checkpoint(guard)
+    guard.checkpoint()
 
 
 # --- streaming -----------------------------------------------------------------------------
@@ -125,7 +109,7 @@ def stream_events(open_stream: Callable[[], Iterable[Any]], guard: StepGuard) ->
     finished = False
     try:
         while True:
-            checkpoint(guard)
+            guard.checkpoint()
             try:
                 item = events.get(timeout=POLL_S)
             except queue.Empty:

@@ -19,6 +19,10 @@ class StepGuard(Protocol):
         """Between agent steps: renew the lease, raise Preempted if the activation must yield,
         and raise LeaseLost if another holder took over (then write nothing)."""
 
+    def checkpoint(self) -> None:
+        """Between stream events and tool calls: cheap (an in-process flag, no I/O unless it is
+        set, then the safe point's check). Raises what safe_point raises."""
+
     def effect_key(self, step: int) -> str:
         """Idempotency key for an external effect of this activation's step."""
 

@@ -2,13 +2,15 @@
 
 Configured by a JSON script (``INNER_PLANE_AGENT_SCRIPT`` for worker processes):
 ``{"steps": 2, "step_s": 0.1, "fail_kinds": ["test.poison"], "disposition": "acted",
-"reply": "ok"}``.
+"reply": "ok", "fail_while": "/tmp/flag"}`` (``fail_while``: fail only while that file
+exists).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from inner_plane.activation import AgentResult, Disposition, Settlement, WorkingContext
@@ -27,6 +29,9 @@ class ScriptedAgent:
         self.steps = int(script.get("steps", 1))
         self.step_s = float(script.get("step_s", 0.0))
         self.fail_kinds = set(script.get("fail_kinds", []))
+        # Fail those kinds only while this file exists (a test removes it to let a retry pass).
+        fail_while = script.get("fail_while")
+        self.fail_while = None if fail_while is None else Path(fail_while)
         self.disposition = Disposition(script.get("disposition", "acted"))
         self.reply = script.get("reply")
         self.seen: list[WorkingContext] = []
@@ -41,7 +46,7 @@ class ScriptedAgent:
             time.sleep(self.step_s)
             guard.safe_point()
         failing = [s.kind for s in context.activation.signals if s.kind in self.fail_kinds]
-        if failing:
+        if failing and (self.fail_while is None or self.fail_while.exists()):
             raise ScriptFailure(f"scripted failure for {', '.join(sorted(set(failing)))}")
         return AgentResult(
             settlements={

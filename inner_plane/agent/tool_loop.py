@@ -21,16 +21,14 @@ from inner_plane.agent.model_calls import (
     AgentRunFailed,
     ContextTooLong,
     ModelCallFailed,
-    PreemptedAfterWork,
     RetryPolicy,
-    StreamFailed,
     call_tool,
-    checkpoint,
     new_usage,
     settled_summary,
     tool_output,
 )
 from inner_plane.agent.port import StepGuard
+from inner_plane.journal.leases import LeaseLost
 from inner_plane.runtime import Runtime
 from inner_plane.tools import ToolContext, ToolRegistry
 
@@ -186,8 +184,11 @@ class ToolLoopAgent:
         try:
             self._loop(state)
         except Preempted as preempted:
-            raise PreemptedAfterWork(preempted.reason, state.result()) from preempted
-        except (ModelCallFailed, openai.APIError, StreamFailed) as error:
+            state.decision = f"interrupted: {preempted.reason}"
+            raise Preempted(preempted.reason, state.result()) from preempted
+        except LeaseLost:
+            raise  # another holder took over: nothing may be recorded
+        except Exception as error:  # a model call or a tool failed: keep the work so far
             state.decision = f"failed: {error}"
             raise AgentRunFailed(f"{type(error).__name__}: {error}", state.result()) from error
         return state.result()
@@ -233,7 +234,7 @@ class ToolLoopAgent:
             )
             for index, call in enumerate(reply.calls):
                 if index:
-                    checkpoint(guard)  # a safe point between tool calls
+                    guard.checkpoint()  # a safe point between tool calls
                 tool_context.call_index = index
                 action = call_tool(
                     self.tools, call.call_id, call.name, call.arguments, tool_context

@@ -17,6 +17,7 @@ from inner_plane.services.embedded import export_environment, free_port
 from inner_plane.services.plane import PlaneState, clear_state, running_plane, write_state
 from inner_plane.services.processes import (
     ROLES,
+    WORKER_ROLES,
     ProcessSpec,
     api_url,
     celery_command,
@@ -163,7 +164,10 @@ def up(
         services=services,
         probe=_probe(resolved, started_at),  # type: ignore[arg-type]
         verbose=verbose,
-        on_ready=lambda: [f"API: {api_url(resolved)}", f"Flower: {flower_url(resolved)}"],
+        on_ready=lambda: [
+            f"operator UI and API: {api_url(resolved)}",
+            f"Flower: {flower_url(resolved)}",
+        ],
         on_stop=lambda: clear_state(data_dir, os.getpid()),
     )
     raise typer.Exit(supervisor.run())
@@ -180,12 +184,12 @@ def _exec(command: list[str]) -> None:
 
 
 def worker(
-    role: Annotated[str, typer.Argument(help="signals | activation | periodic")],
+    role: Annotated[str, typer.Argument(help="signals | activation | user_turns | periodic")],
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1)] = None,
 ) -> None:
     """Run one Celery worker role (what `up` and docker-compose start)."""
-    if role not in {"signals", "activation", "periodic"}:
-        fail(f"unknown worker role {role!r} (signals, activation or periodic)")
+    if role not in WORKER_ROLES:
+        fail(f"unknown worker role {role!r} ({', '.join(WORKER_ROLES)})")
     _exec(celery_command(role, settings(), concurrency))
 
 

@@ -57,6 +57,15 @@ def publish_command(
         Path | None, typer.Option("--data-file", help="File with a JSON object")
     ] = None,
     trust: Annotated[str, typer.Option("--trust", help="trusted|untrusted")] = "trusted",
+    occurred_at: Annotated[
+        str | None, typer.Option("--occurred-at", help="ISO 8601 with an offset")
+    ] = None,
+    available_at: Annotated[
+        str | None, typer.Option("--available-at", help="Not before (ISO 8601 with an offset)")
+    ] = None,
+    expires_at: Annotated[
+        str | None, typer.Option("--expires-at", help="Drop after (ISO 8601 with an offset)")
+    ] = None,
     direct: Annotated[
         bool, typer.Option("--direct", help="Write in-process, not via Celery")
     ] = False,
@@ -81,6 +90,13 @@ def publish_command(
         raw["priority"] = priority
     if dedup_key is not None:
         raw["dedup_key"] = dedup_key
+    for field, value in (
+        ("occurred_at", occurred_at),
+        ("available_at", available_at),
+        ("expires_at", expires_at),
+    ):
+        if value is not None:
+            raw[field] = value
     try:
         draft = validate(raw, via="cli")
     except SignalError as error:

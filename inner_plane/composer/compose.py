@@ -34,6 +34,7 @@ from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
 from inner_plane.journal import conversation, live
 from inner_plane.journal.context import snapshot as context_snapshot
+from inner_plane.journal.database import single_statement
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
 from inner_plane.timeline import message_text
@@ -80,9 +81,11 @@ class Limits:
 
 
 def signal_label(index: int, signal: Signal) -> str:
-    # kind and source are validated identifiers, so labels need no escaping.
+    # kind and source are validated on intake, and escaped like data all the same: a row the
+    # journal holds is not re-validated, and the label stands outside the fence.
     return (
-        f"[signal {index}] id={signal.id} kind={signal.kind} source={signal.source} "
+        f"[signal {index}] id={signal.id} kind={fence.label(signal.kind)} "
+        f"source={fence.label(signal.source)} "
         f"mode={signal.mode.value} priority={signal.priority} trust={signal.trust.value} "
         f"attempts={signal.attempts} occurred_at={signal.occurred_at.isoformat()} "
         f"created_at={signal.created_at.isoformat()}"
@@ -91,7 +94,8 @@ def signal_label(index: int, signal: Signal) -> str:
 
 def _ambient_label(row: dict[str, Any]) -> str:
     return (
-        f"id={row['id']} kind={row['kind']} source={row['source']} mode=ambient "
+        f"id={row['id']} kind={fence.label(row['kind'])} source={fence.label(row['source'])} "
+        "mode=ambient "
         f"priority={row['priority']} trust={row['trust']} "
         f"created_at={row['created_at'].isoformat()}"
     )
@@ -232,7 +236,8 @@ class ContextComposer:
             for signal in activation.signals
             if signal.kind.startswith("memory.")
         }
-        with self.engine.connect() as connection:
+        # One statement: in autocommit it is one round trip, without a BEGIN and a ROLLBACK.
+        with single_statement(self.engine) as connection:
             found = context_snapshot(
                 connection,
                 delegate_id=activation.delegate_id,
@@ -316,6 +321,8 @@ class ContextComposer:
             pieces.append(Piece("ambient", str(row["id"]), text, row["priority"], at, row))
         for position, row in enumerate(found.history):
             text = message_text(row["type"], row["payload"])
+            if not text:
+                continue  # an assistant entry without a reply (dry run) says nothing
             at = row["created_at"].timestamp()
             pieces.append(Piece("conversation", f"message-{position}", text, 50, at, row))
         return pieces, shortened

@@ -17,15 +17,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane.config import load_settings
-from inner_plane.http import errors, operator_api
+from inner_plane.http import errors, operator_api, ui
 from inner_plane.http.errors import ApiError, AsciiJSONResponse
 from inner_plane.http.intake import (
     JOURNAL_DOWN,
     MAX_BODY_BYTES,
     authorized,
+    client_of,
     path_of,
     read_body,
 )
@@ -75,10 +77,11 @@ def publish_request(
     path: str,
     headers: Mapping[str, str],
     body: bytes,
+    client: str | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """The whole publication in one worker thread: auth, limit, parse, admit, journal."""
     try:
-        runtime, processor = authorized(runtime_factory, method, path, headers, body)
+        runtime, processor = authorized(runtime_factory, method, path, headers, body, client)
         raws, batch = parse_request(body)
         published = grants.publish_for(
             runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch
@@ -99,9 +102,10 @@ def status_request(
     path: str,
     headers: Mapping[str, str],
     signal_id: str,
+    client: str | None = None,
 ) -> dict[str, Any]:
     try:
-        runtime, processor = authorized(runtime_factory, "GET", path, headers, b"")
+        runtime, processor = authorized(runtime_factory, "GET", path, headers, b"", client)
         try:
             parsed = uuid.UUID(signal_id)
         except ValueError:
@@ -185,6 +189,11 @@ def create_app(
     )
     app.add_exception_handler(ApiError, errors.handle_api_error)
     app.include_router(operator_api.build_router(runtime_factory, gate, feed))
+    app.include_router(ui.build_router(runtime_factory, gate))
+    app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
+
+    app.add_middleware(ui.SecurityHeaders)
+
     if mcp_route is not None:
         app.router.routes.append(mcp_route)
 
@@ -215,7 +224,13 @@ def create_app(
     async def post_signals(request: Request) -> Response:
         body = await read_body(request, max_body_bytes)
         status, payload = await run_in_threadpool(
-            publish_request, runtime_factory, "POST", path_of(request), request.headers, body
+            publish_request,
+            runtime_factory,
+            "POST",
+            path_of(request),
+            request.headers,
+            body,
+            client_of(request),
         )
         return AsciiJSONResponse(payload, status_code=status)
 
@@ -227,7 +242,12 @@ def create_app(
     )
     async def get_signal(signal_id: str, request: Request) -> Response:
         payload = await run_in_threadpool(
-            status_request, runtime_factory, path_of(request), request.headers, signal_id
+            status_request,
+            runtime_factory,
+            path_of(request),
+            request.headers,
+            signal_id,
+            client_of(request),
         )
         return AsciiJSONResponse(payload)
 

@@ -41,13 +41,17 @@ def authorized(
     path: str,
     headers: Mapping[str, str],
     body: bytes,
+    client: str | None = None,
 ) -> tuple[Runtime, Processor]:
-    """The calling processor, within its rate limit; raise ApiError (401, 429, 503)."""
+    """The calling processor, within its rate limit; raise ApiError (401, 429, 503).
+    ``client`` is the caller's address: failed authentications are throttled per address."""
     try:
         runtime = runtime_factory()
-        processor = auth.authenticate(runtime, method, path, headers, body)
+        processor = auth.authenticate(runtime, method, path, headers, body, client=client)
     except auth.AuthError:
         raise errors.unauthorized() from None
+    except auth.Throttled as throttled:
+        raise errors.rate_limited(throttled.retry_after) from None
     except auth.Unavailable:
         raise errors.unavailable("replay protection (Redis)") from None
     except JOURNAL_DOWN:
@@ -56,6 +60,11 @@ def authorized(
     if wait is not None:
         raise errors.rate_limited(wait)
     return runtime, processor
+
+
+def client_of(request: Request) -> str | None:
+    """The caller's address (uvicorn puts a trusted proxy's X-Forwarded-For here)."""
+    return None if request.client is None else request.client.host
 
 
 def path_of(request: Request) -> str:

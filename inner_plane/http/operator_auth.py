@@ -22,6 +22,7 @@ from inner_plane.runtime import Runtime
 from inner_plane.sources import auth
 
 COOKIE = "inner_plane_operator"
+UI_HEADER = "x-inner-plane-ui"
 
 
 def forbidden_processor() -> errors.ApiError:
@@ -59,6 +60,10 @@ class OperatorGate:
             if token is not None:
                 operator = operators.authenticate(runtime, token)
                 if operator is not None:
+                    if action and self._cookie_without_ui_header(request):
+                        raise errors.ApiError(
+                            403, "forbidden", f"a cookie-borne action needs {UI_HEADER}"
+                        )
                     return Caller(operator.name)
             if self._is_processor(runtime, request):
                 raise forbidden_processor()
@@ -82,14 +87,23 @@ class OperatorGate:
             return False
 
     @staticmethod
+    def _cookie_without_ui_header(request: Request) -> bool:
+        """The UI's session cookie proves an action only with the UI's header, which a page of
+        another site cannot send (cross-site request forgery)."""
+        return request.headers.get("authorization") is None and UI_HEADER not in request.headers
+
+    @staticmethod
     def _is_processor(runtime: Runtime, request: Request) -> bool:
         if request.headers.get("authorization") is None and (
             request.headers.get(auth.SIGNATURE_HEADER) is None
         ):
             return False
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        client = request.client.host if request.client else None
         try:
-            auth.authenticate(runtime, request.method, path, request.headers, b"")
+            auth.authenticate(runtime, request.method, path, request.headers, b"", client=client)
+        except auth.Throttled as throttled:
+            raise errors.rate_limited(throttled.retry_after) from None
         except (auth.AuthError, auth.Unavailable):
             return False
         return True

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from inner_plane.signals.model import IDENTIFIER_RE, KIND_RE, MAX_DEDUP_KEY, Mode, Trust
+from inner_plane.signals.model import IDENTIFIER_PATTERN, KIND_PATTERN, MAX_DEDUP_KEY, Mode, Trust
 from inner_plane.sources.grants import MAX_BATCH
 
 
@@ -23,17 +23,17 @@ class ExternalSignal(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: str = Field(
-        pattern=KIND_RE.pattern,
+        pattern=KIND_PATTERN,
         max_length=128,
         description="external.<processor>.<event>; must start with the processor's prefix",
     )
     source: str | None = Field(
         default=None,
-        pattern=IDENTIFIER_RE.pattern,
+        pattern=IDENTIFIER_PATTERN,
         description="Omit it: always external.<processor> (anything else is 403)",
     )
     delegate_id: str = Field(
-        default="default", pattern=IDENTIFIER_RE.pattern, description="One of the granted delegates"
+        default="default", pattern=IDENTIFIER_PATTERN, description="One of the granted delegates"
     )
     mode: Mode | None = Field(
         default=None, description="Requested awareness mode, at most the processor's highest mode"

@@ -1,1 +1,10 @@
-"""The journal: PostgreSQL is the truth. Nothing outside this package issues SQL."""
+"""The journal: PostgreSQL is the truth. Nothing outside this package issues SQL.
+
+One module per table or role: ``signals``, ``signal_events`` (history reads), ``claims`` (the
+lane's hold on signals: due window, claim, settle, release, fail, defer, recover), ``recovery``
+(the sweeper's reads, the operator's retry/dismiss), ``activations``, ``user_turns``,
+``leases``, ``thoughtflow``, ``conversation``, ``memories``, ``timers``, ... ; ``predicates``
+writes "due" and "fenced" once for all of them; ``lane_view`` is the operator's one object over
+the lane's tables. May import only the pure layer (``config``, ``logs``, ``redis_keys``,
+``signals``, ``activation``), never a layer above it.
+"""

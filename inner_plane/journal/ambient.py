@@ -15,7 +15,8 @@ from inner_plane.journal.tables import SignalRow
 _S = cast(Table, SignalRow.__table__)
 
 # The document of an ambient signal: kind, source and data. Must match the expression of
-# ix_signals_ambient_fts (migration 0004_composer) exactly, or the index is not used.
+# ix_signals_ambient_fts (migrations 0004_composer, 0013_ambient_fts_pending) exactly, or the
+# index is not used.
 AMBIENT_DOCUMENT = (
     "to_tsvector('english'::regconfig, replace(kind, '.', ' ') || ' ' || source || ' ' || "
     "(data)::text)"

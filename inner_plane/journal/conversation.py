@@ -41,6 +41,9 @@ CONTEXT_ATTACHED = "inner.context.attached"
 ACTIVATION_STARTED = "inner.activation.started"
 ACTIVATION_COMPLETED = "inner.activation.completed"
 ACTIVATION_FAILED = "inner.activation.failed"
+ACTIVATION_INTERRUPTED = "inner.activation.interrupted"
+# A pre-empted user turn running again: its user message is already in the timeline.
+TURN_RESUMED = "user.turn.resumed"
 CONTEXT_USAGE = "context.usage"
 CONTEXT_COMPACTED = "context.compacted"
 CONTEXT_CAPSULE = "context.capsule"
@@ -80,6 +83,13 @@ class ConversationEventRow(Base):
             "conversation_id",
             "seq",
             postgresql_where=sqlalchemy.text("type IN ('user.message', 'assistant.message')"),
+        ),
+        # Migration 0012_timeline_turns: a turn's events (a re-run turn finds its message).
+        Index(
+            "ix_conversation_events_turn",
+            "turn_id",
+            "seq",
+            postgresql_where=sqlalchemy.text("turn_id IS NOT NULL"),
         ),
     )
 
@@ -238,3 +248,13 @@ def read_events(
         query = query.limit(limit)
     with engine.connect() as connection:
         return [event_record(row) for row in connection.execute(query)]
+
+
+def turn_has_message(connection: sqlalchemy.Connection, turn_id: uuid.UUID) -> bool:
+    """Whether the user message of this turn is already in the timeline (a pre-empted turn
+    that runs again). ix_conversation_events_turn."""
+    return bool(
+        connection.execute(
+            select(sqlalchemy.exists().where(_E.c.turn_id == turn_id, _E.c.type == USER_MESSAGE))
+        ).scalar()
+    )

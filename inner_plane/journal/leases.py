@@ -36,9 +36,10 @@ _ACQUIRE = text(
            expires_at = EXCLUDED.expires_at, updated_at = now()
      WHERE l.holder IS NULL OR l.expires_at < now()
     RETURNING l.epoch,
-        EXISTS (SELECT 1 FROM signals WHERE delegate_id = :delegate AND state = 'claimed')
-        OR EXISTS (SELECT 1 FROM activations WHERE delegate_id = :delegate AND state = 'running')
-        OR EXISTS (SELECT 1 FROM user_turns WHERE delegate_id = :delegate AND state = 'running')
+        (EXISTS (SELECT 1 FROM signals WHERE delegate_id = :delegate AND state = 'claimed')
+         OR EXISTS (SELECT 1 FROM activations WHERE delegate_id = :delegate AND state = 'running')
+         OR EXISTS (SELECT 1 FROM user_turns WHERE delegate_id = :delegate AND state = 'running')
+        ) AS left_behind
     """
 )
 _RENEW = text(
@@ -81,7 +82,7 @@ class Leases:
             row = connection.execute(
                 _ACQUIRE, {"delegate": delegate_id, "holder": holder, "ttl": ttl_s}
             ).first()
-        return None if row is None else (int(row[0]), bool(row[1]))
+        return None if row is None else (int(row.epoch), bool(row.left_behind))
 
     def renew(self, delegate_id: str, epoch: int, ttl_s: float) -> bool:
         with single_statement(self.engine) as connection:

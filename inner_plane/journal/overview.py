@@ -13,18 +13,16 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from inner_plane.journal.predicates import due
-
-_DUE = due(per_delegate=False)
+from inner_plane.journal.predicates import CLAIMABLE, due
 
 # Served by ix_signals_state_seq (state, seq): an index range per state.
 _COUNTS = text(
-    """
+    f"""
     SELECT
       (SELECT count(*) FROM signals WHERE state = 'pending') AS pending,
       (SELECT count(*) FROM signals WHERE state = 'claimed') AS claimed,
       (SELECT count(*) FROM signals WHERE state = 'dead') AS dead,
-      (SELECT count(*) FROM signals WHERE {DUE}) AS due,
+      (SELECT count(*) FROM signals WHERE {due(CLAIMABLE, of=None)}) AS due,
       (SELECT EXTRACT(EPOCH FROM now() - created_at) FROM signals
         WHERE state = 'pending' AND mode <> 'ambient' ORDER BY seq LIMIT 1) AS oldest_pending_s,
       (SELECT EXTRACT(EPOCH FROM now() - max(updated_at)) FROM signals
@@ -34,16 +32,16 @@ _COUNTS = text(
       (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at > now()) AS leases_held,
       (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at <= now())
         AS leases_expired
-    """.replace("{DUE}", _DUE)
+    """  # noqa: S608 - constant fragments
 )
 
 # Delegates with due work, largest backlog first, with their lease and queued user turns.
 _LANES = text(
-    """
+    f"""
     WITH backlog AS (
       SELECT delegate_id, count(*) AS due, min(created_at) AS oldest
         FROM signals
-       WHERE {DUE}
+       WHERE {due(CLAIMABLE, of=None)}
        GROUP BY delegate_id
        ORDER BY count(*) DESC, delegate_id
        LIMIT :top
@@ -55,13 +53,13 @@ _LANES = text(
              WHERE t.delegate_id = b.delegate_id AND t.state = 'queued') AS queued_turns
       FROM backlog b LEFT JOIN leases l USING (delegate_id)
      ORDER BY b.due DESC, b.delegate_id
-    """.replace("{DUE}", _DUE)
+    """  # noqa: S608 - constant fragments
 )
 
 _DELEGATES_WITH_BACKLOG = text(
-    """
-    SELECT count(DISTINCT delegate_id) FROM signals WHERE {DUE}
-    """.replace("{DUE}", _DUE)
+    f"""
+    SELECT count(DISTINCT delegate_id) FROM signals WHERE {due(CLAIMABLE, of=None)}
+    """  # noqa: S608 - constant fragments
 )
 
 

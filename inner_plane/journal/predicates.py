@@ -12,19 +12,21 @@ of rule then ships with the code that relies on it, with no migration to keep in
 
 from __future__ import annotations
 
-# Which modes a due query looks at.
-CLAIMABLE = "mode <> 'ambient'"  # what a batch claims (ambient signals never start or join one)
-WAKING = "mode IN ('wake', 'interrupt')"  # what starts an activation
-INTERRUPTING = "mode = 'interrupt'"  # what pre-empts one
+# Which modes a due query looks at ({p}: the table's alias and a dot, or nothing).
+CLAIMABLE = "{p}mode <> 'ambient'"  # what a batch claims (ambient never starts or joins one)
+WAKING = "{p}mode IN ('wake', 'interrupt')"  # what starts an activation
+INTERRUPTING = "{p}mode = 'interrupt'"  # what pre-empts one
 
 
-def due(modes: str = CLAIMABLE, *, per_delegate: bool = True) -> str:
-    """Due = pending, available now, not expired (of the delegate bound as ``:delegate``,
-    unless ``per_delegate`` is false)."""
+def due(modes: str = CLAIMABLE, *, of: str | None = ":delegate", alias: str = "") -> str:
+    """Due = pending, available now, not expired; of the delegate ``of`` names (a bound
+    parameter or a correlated column), or of every delegate when ``of`` is None. ``alias``
+    qualifies the columns of ``signals``."""
+    p = f"{alias}." if alias else ""
     return (
-        ("delegate_id = :delegate AND " if per_delegate else "")
-        + f"state = 'pending' AND {modes} AND available_at <= now() "
-        "AND (expires_at IS NULL OR expires_at > now())"
+        ("" if of is None else f"{p}delegate_id = {of} AND ")
+        + f"{p}state = 'pending' AND {modes.format(p=p)} AND {p}available_at <= now() "
+        f"AND ({p}expires_at IS NULL OR {p}expires_at > now())"
     )
 
 

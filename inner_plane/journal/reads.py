@@ -19,6 +19,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
+from inner_plane.journal.predicates import WAKING, due
+
 MAX_LIMIT = 500
 
 
@@ -187,13 +189,19 @@ def dead_letters(
 
 # --- timeline ---------------------------------------------------------------------------------
 
+# Ids, payload and time as text: the page is handed on as JSON, and parsing the payload once
+# with json.loads costs less than the driver's JSONB and UUID conversions.
 _EVENT_COLUMNS = (
-    "seq, id, delegate_id, conversation_id, type, payload, activation_id, turn_id, created_at"
+    "seq, id::text AS id, delegate_id, conversation_id::text AS conversation_id, type, "
+    "payload::text AS payload, activation_id::text AS activation_id, "
+    "turn_id::text AS turn_id, created_at"
 )
 
 
 def _event_record(row: Any) -> dict[str, Any]:
-    record = _record(row)
+    record = dict(row._mapping)
+    record["payload"] = json.loads(record["payload"])
+    record["created_at"] = record["created_at"].isoformat()
     return record
 
 
@@ -469,7 +477,8 @@ SELECT delegate_id FROM (
 
 # One row per delegate; every figure is an index range of that delegate (partial indexes for
 # pending, claimed, dead and due-wake signals, running activations and queued turns).
-_OVERVIEW = """
+_DUE_WAKE = due(WAKING, of="d.delegate_id", alias="s")
+_OVERVIEW = f"""
 SELECT d.delegate_id,
        l.epoch, l.holder, l.expires_at,
        (l.holder IS NOT NULL AND l.expires_at > now()) AS lease_live,
@@ -485,9 +494,7 @@ SELECT d.delegate_id,
        (SELECT min(created_at) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'pending') AS oldest_pending,
        (SELECT count(*) FROM signals s
-         WHERE s.delegate_id = d.delegate_id AND s.state = 'pending'
-           AND s.mode IN ('wake', 'interrupt') AND s.available_at <= now()
-           AND (s.expires_at IS NULL OR s.expires_at > now())) AS due_now,
+         WHERE {_DUE_WAKE}) AS due_now,
        (SELECT min(available_at) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'pending'
            AND s.mode IN ('wake', 'interrupt') AND s.available_at > now()) AS next_signal_due,
@@ -507,7 +514,7 @@ SELECT d.delegate_id,
   FROM unnest(CAST(:delegates AS text[])) AS d(delegate_id)
   LEFT JOIN leases l ON l.delegate_id = d.delegate_id
  ORDER BY d.delegate_id
-"""
+"""  # noqa: S608 - constant fragment
 
 _LAST_ACTIVATION = f"""
 SELECT DISTINCT ON (d.delegate_id) d.delegate_id, a.*

@@ -53,7 +53,7 @@ class Recovery:
                     f"""
                     SELECT d.delegate_id FROM (
                         SELECT DISTINCT delegate_id FROM signals
-                         WHERE {due(WAKING, per_delegate=False)}
+                         WHERE {due(WAKING, of=None)}
                         UNION SELECT DISTINCT delegate_id FROM user_turns WHERE state = 'queued'
                     ) d
                     WHERE {_NO_LIVE_LEASE}

@@ -180,6 +180,49 @@ def add_events(
         )
 
 
+_IDENTITY_COLUMNS = (
+    _T.c.id,
+    _T.c.delegate_id,
+    _T.c.kind,
+    _T.c.source,
+    _T.c.mode,
+    _T.c.priority,
+    _T.c.trust,
+)
+
+
+def stored_identities(
+    connection: Connection, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, dict[str, Any]]:
+    """What a duplicate publication answers with: the stored signal's id, delegate, kind,
+    source, mode, priority and trust, by id (primary-key lookups)."""
+    found = connection.execute(select(*_IDENTITY_COLUMNS).where(_T.c.id.in_(list(ids))))
+    return {row.id: dict(row._mapping) for row in found}
+
+
+def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+    """Insert rows as one statement on ``connection`` (the caller's transaction, or autocommit);
+    return the ids actually inserted (the rest were duplicates of rows already in the journal)."""
+    if not rows:
+        return set()
+    packed = None if len(rows) == 1 else _rows_json(rows)
+    if packed is not None:
+        result = connection.execute(_INSERT_MANY, {"rows": packed})
+    elif len(rows) == 1:
+        sql, processors = _insert_one_form(connection.dialect)
+        row = rows[0]
+        params = {key: row[key] for key in ROW_KEYS}
+        for name, process in processors:
+            params[name] = process(params[name])
+        if connection.exec_driver_sql(sql, params).rowcount != 1:
+            return set()  # a duplicate
+        ident = row["id"]
+        return {ident if isinstance(ident, uuid.UUID) else uuid.UUID(str(ident))}
+    else:
+        result = connection.execute(_INSERT, list(rows))
+    return set(result.scalars().all())
+
+
 class SignalJournal:
     """Reads and writes of the ``signals`` table for one database."""
 
@@ -194,22 +237,7 @@ class SignalJournal:
         # Either form is one statement, atomic and committed when it returns: in autocommit it
         # takes one round trip instead of three (BEGIN, INSERT, COMMIT), the publish hot path.
         with self._single_statement() as connection:
-            packed = None if len(rows) == 1 else _rows_json(rows)
-            if packed is not None:
-                result = connection.execute(_INSERT_MANY, {"rows": packed})
-            elif len(rows) == 1:
-                sql, processors = _insert_one_form(connection.dialect)
-                row = rows[0]
-                params = {key: row[key] for key in ROW_KEYS}
-                for name, process in processors:
-                    params[name] = process(params[name])
-                if connection.exec_driver_sql(sql, params).rowcount != 1:
-                    return set()  # a duplicate
-                ident = row["id"]
-                return {ident if isinstance(ident, uuid.UUID) else uuid.UUID(str(ident))}
-            else:
-                result = connection.execute(_INSERT, list(rows))
-            return set(result.scalars().all())
+            return insert_rows(connection, rows)
 
     def _single_statement(self) -> Connection:
         return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
@@ -227,6 +255,14 @@ class SignalJournal:
         with self._single_statement() as connection:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
             return set(found.scalars().all())
+
+    def identities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        """:func:`stored_identities` in a statement of its own."""
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        with self._single_statement() as connection:
+            return stored_identities(connection, wanted)
 
     def get(self, signal_id: uuid.UUID) -> Signal | None:
         with self.engine.connect() as connection:

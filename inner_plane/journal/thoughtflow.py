@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import sqlalchemy
 from pydantic_core import to_jsonable_python
@@ -28,6 +28,7 @@ from inner_plane.activation import (
 )
 from inner_plane.journal import conversation
 from inner_plane.journal.tables import Base
+from inner_plane.signals.model import Signal
 
 
 class ThoughtflowRow(Base):
@@ -48,7 +49,7 @@ class ThoughtflowRow(Base):
 _T = cast(Table, ThoughtflowRow.__table__)
 
 
-def signal_entry(signal: Any) -> dict[str, Any]:
+def signal_entry(signal: Signal) -> dict[str, Any]:
     """The full claimed-batch entry of one signal (what the timeline keeps per activation)."""
     return {
         "id": str(signal.id),
@@ -247,7 +248,19 @@ def get_thoughtflow(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any] 
     return record
 
 
-def list_thoughtflows(engine: Engine, delegate_id: str, limit: int = 20) -> list[dict[str, Any]]:
+class ThoughtflowSummary(TypedDict):
+    """One line of a delegate's ThoughtFlow list (JSON-ready)."""
+
+    activation_id: str
+    trigger: str
+    duration_ms: float
+    error: str | None
+    created_at: str
+
+
+def list_thoughtflows(
+    engine: Engine, delegate_id: str, limit: int = 20
+) -> list[ThoughtflowSummary]:
     query = (
         select(_T.c.activation_id, _T.c.trigger, _T.c.duration_ms, _T.c.error, _T.c.created_at)
         .where(_T.c.delegate_id == delegate_id)
@@ -256,12 +269,12 @@ def list_thoughtflows(engine: Engine, delegate_id: str, limit: int = 20) -> list
     )
     with engine.connect() as connection:
         return [
-            {
-                "activation_id": str(row.activation_id),
-                "trigger": row.trigger,
-                "duration_ms": row.duration_ms,
-                "error": row.error,
-                "created_at": row.created_at.isoformat(),
-            }
+            ThoughtflowSummary(
+                activation_id=str(row.activation_id),
+                trigger=row.trigger,
+                duration_ms=row.duration_ms,
+                error=row.error,
+                created_at=row.created_at.isoformat(),
+            )
             for row in connection.execute(query)
         ]

@@ -142,7 +142,9 @@ class CursorUpdate:
 
 
 # Given the locked rows (as mappings), publish what is due and return the cursor updates.
-Handler = Callable[[Sequence[dict[str, Any]]], Sequence[CursorUpdate]]
+# Called with the locking transaction's connection (it may journal its signals there) and the
+# locked rows; returns the cursor updates, written in the same transaction.
+Handler = Callable[[Connection, Sequence[dict[str, Any]]], Sequence[CursorUpdate]]
 
 
 class TimerJournal:
@@ -216,10 +218,9 @@ class TimerJournal:
             return [row[0] for row in connection.execute(query)]
 
     def handle_due(self, now: datetime, limit: int, handler: Handler) -> int:
-        """Lock up to ``limit`` due timers, let ``handler`` publish, write its updates back in
-        the same transaction. Returns how many rows were locked. A crash after publishing and
-        before the commit leaves the cursor behind; the next tick re-publishes, and the journal
-        deduplicates."""
+        """Lock up to ``limit`` due timers, let ``handler`` journal their signals and write its
+        updates back, all in one transaction: a cursor moves exactly when its signal is
+        journaled. Returns how many rows were locked."""
         query = (
             select(_TIMERS)
             .where(_TIMERS.c.state == "active", _TIMERS.c.next_due <= now)
@@ -230,7 +231,7 @@ class TimerJournal:
         with self.engine.begin() as connection:
             rows = [dict(row._mapping) for row in connection.execute(query)]
             if rows:
-                self._write_dynamic(connection, handler(rows))
+                self._write_dynamic(connection, handler(connection, rows))
             return len(rows)
 
     @staticmethod
@@ -275,7 +276,7 @@ class TimerJournal:
         with self.engine.begin() as connection:
             rows = [dict(row._mapping) for row in connection.execute(query)]
             if rows:
-                for item in handler(rows):
+                for item in handler(connection, rows):
                     values: dict[str, Any] = {"last_moment": item.moment, "updated_at": func.now()}
                     if item.fired:
                         values["last_fired"] = item.moment

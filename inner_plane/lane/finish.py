@@ -47,6 +47,15 @@ def completed(
         if step.turn_id is not None:
             user_turns.finish_user_turn(connection, step.turn_id, "done", result.reply)
         record(connection, activation, context, result, duration_s, None, plan)
+        if step.turn_id is None and result.reply:
+            # An autonomous reply is something the assistant said: the composer's history and
+            # the timeline show it as an assistant message, before the closing entry.
+            converse(
+                connection,
+                activation,
+                conversation.ASSISTANT_MESSAGE,
+                {"reply": result.reply, "autonomous": True},
+            )
         converse(
             connection,
             activation,
@@ -81,7 +90,10 @@ def interrupted(
     reason: str,
     context: WorkingContext | None,
     duration_s: float,
+    partial: AgentResult | None = None,
 ) -> None:
+    """Release the claims; the ThoughtFlow keeps ``partial`` (what the agent did before it
+    yielded: tool actions, usage), never a settlement."""
     activation = step.activation
     with transaction() as connection:
         claims.release_claims(
@@ -102,7 +114,14 @@ def interrupted(
         if step.turn_id is not None:
             # The user's input is never discarded: the turn runs again after the interrupt.
             user_turns.requeue_user_turn(connection, step.turn_id)
-        record(connection, activation, context, None, duration_s, f"interrupted: {reason}")
+        record(connection, activation, context, partial, duration_s, f"interrupted: {reason}")
+        converse(
+            connection,
+            activation,
+            conversation.ACTIVATION_INTERRUPTED,
+            {"reason": reason, "duration_ms": round(duration_s * 1000, 1)},
+            context,
+        )
     logs.emit("interrupted", **activation_fields(activation), reason=reason)
 
 
@@ -113,6 +132,7 @@ def failed(
     error: str,
     context: WorkingContext | None,
     duration_s: float,
+    partial: AgentResult | None = None,
 ) -> None:
     activation = step.activation
     with transaction() as connection:
@@ -129,7 +149,7 @@ def failed(
         )
         if step.turn_id is not None:
             user_turns.finish_user_turn(connection, step.turn_id, "failed", None)
-        record(connection, activation, context, None, duration_s, error)
+        record(connection, activation, context, partial, duration_s, error)
         converse(
             connection,
             activation,

@@ -51,7 +51,9 @@ class Heartbeat:
                     target=self._run, name="lease-heartbeat", daemon=True
                 )
                 self._thread.start()
-            self._wake.notify()
+            # No notify: the lease was just taken with a full TTL, and the thread's next beat
+            # (within heartbeat_s) renews it in time. Waking it now renewed every lease at once,
+            # one more round trip racing each activation's own for the two cores.
         return holding.lost
 
     def end(self) -> None:
@@ -83,7 +85,13 @@ class Heartbeat:
 
 
 class LaneGuard:
-    """StepGuard for one activation."""
+    """StepGuard for one activation.
+
+    ``yield_hint`` is the lane's flag for its delegate, set by the lane-notices listener when a
+    user turn or interrupt is journaled (:mod:`inner_plane.lane.notices`). ``checkpoint()``
+    reads it between stream events; only when it is set does it run the safe point, where the
+    journal decides. The safe point clears it before reading, so a notice arriving during the
+    read is not lost."""
 
     def __init__(
         self,
@@ -93,6 +101,7 @@ class LaneGuard:
         activation_id: str,
         trigger: Trigger,
         lease_lost: threading.Event,
+        yield_hint: threading.Event | None = None,
     ) -> None:
         self.transaction = transaction
         self.delegate_id = delegate_id
@@ -100,10 +109,19 @@ class LaneGuard:
         self.activation_id = activation_id
         self.trigger = trigger
         self.lease_lost = lease_lost
+        self.yield_hint = yield_hint
+
+    def checkpoint(self) -> None:
+        if self.lease_lost.is_set():
+            raise LeaseLost(self.delegate_id, self.epoch, None)
+        if self.yield_hint is not None and self.yield_hint.is_set():
+            self.safe_point()
 
     def safe_point(self) -> None:
         if self.lease_lost.is_set():
             raise LeaseLost(self.delegate_id, self.epoch, None)
+        if self.yield_hint is not None:
+            self.yield_hint.clear()
         with self.transaction() as connection:
             check = safe_point_check(connection, self.delegate_id)
         if check.lease_epoch != self.epoch:

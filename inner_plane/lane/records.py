@@ -75,7 +75,9 @@ def converse(
         body.setdefault("signals", [s.public() for s in activation.signals])
     if context is not None:
         body.setdefault("envelope", context.envelope)
-    if activation.user_message is not None:
+    if event == conversation.USER_MESSAGE and activation.user_message is not None:
+        # Only the user's own entry carries their words (an assistant entry that carried them
+        # too showed them as the assistant's when there was no reply).
         body.setdefault("text", activation.user_message.text)
         body.setdefault("channel", activation.user_message.channel)
     conversation.append_event(

@@ -21,7 +21,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ from inner_plane.journal.database import single_statement
 from inner_plane.journal.leases import LeaseLost, Leases, fence
 from inner_plane.lane import decide, finish
 from inner_plane.lane.guard import Heartbeat, LaneGuard
+from inner_plane.lane.notices import lane_notices
 from inner_plane.lane.records import Step, activation_fields, converse
 from inner_plane.runtime import Runtime
 
@@ -70,7 +72,11 @@ class Lane:
         self.policy = decide.LanePolicy.of(runtime.settings)
         self.leases = Leases(runtime.engine)
         self._connection: Connection | None = None
+        # The due window read at the end of the last activation's closing transaction.
+        self._window_after: claims.DueWindow | None = None
         self.heartbeat = Heartbeat(runtime)
+        self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
+        self._yield_hint: threading.Event | None = None
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -91,6 +97,10 @@ class Lane:
             lease_lost = self.heartbeat.begin(delegate_id, epoch, lock or None)
             reschedule: float | None = None
             self._connection = self.runtime.engine.connect()
+            self._window_after = None
+            # Told at once when a user turn or interrupt for this delegate is journaled, so the
+            # agent yields between stream events (the journal decides at the safe point).
+            self._yield_hint = self.notices.watch(delegate_id)
             try:
                 if left_behind:
                     self._recover(delegate_id, epoch)
@@ -99,6 +109,7 @@ class Lane:
                 outcome.lease_lost = True
                 logs.emit("lease_lost", delegate=delegate_id, epoch=epoch, reason=str(error))
             finally:
+                self.notices.unwatch(delegate_id, self._yield_hint)
                 self.heartbeat.end()
                 connection, self._connection = self._connection, None
                 connection.close()
@@ -120,6 +131,19 @@ class Lane:
         assert connection is not None, "only inside Lane.run"
         with connection.begin():
             yield connection
+
+    def _closing(self, delegate_id: str) -> Callable[[], AbstractContextManager[Connection]]:
+        """The transaction that closes an activation, which also reads the delegate's due
+        window before it commits: when nothing is due, the drain ends without a transaction of
+        its own (the check after the release still sees what arrives meanwhile)."""
+
+        @contextlib.contextmanager
+        def closing() -> Iterator[Connection]:
+            with self._transaction() as connection:
+                yield connection
+                self._window_after = claims.due_window(connection, delegate_id)
+
+        return closing
 
     def _lock(self, delegate_id: str) -> Any:
         """A held redis-py Lock, False if someone else holds it, None if Redis is unreachable
@@ -171,6 +195,11 @@ class Lane:
         """Read the due window (fenced), decide, and either return when to look again or open
         the next activation: claim its batch, insert its row and its first conversation
         event, all in one transaction."""
+        known, self._window_after = self._window_after, None
+        if known is not None and known.lease_epoch == epoch and not decide.takes_user_turn(known):
+            idle = decide.decide(known, self.policy, first=first, reason=reason)
+            if isinstance(idle, decide.Idle):
+                return idle.countdown
         activation_id = uuid.uuid4()
         with self._transaction() as connection:
             window = claims.due_window(connection, delegate_id)
@@ -250,12 +279,13 @@ class Lane:
                 if turn is None
                 else UserMessage(turn.text, turn.channel, turn.id),
             )
-            converse(
-                connection,
-                activation,
-                conversation.ACTIVATION_STARTED if turn is None else conversation.USER_MESSAGE,
-                {"reason": decision.reason},
-            )
+            if turn is None:
+                opening = conversation.ACTIVATION_STARTED
+            elif conversation.turn_has_message(connection, turn.id):
+                opening = conversation.TURN_RESUMED  # pre-empted before: its message stands
+            else:
+                opening = conversation.USER_MESSAGE
+            converse(connection, activation, opening, {"reason": decision.reason})
             if turn is not None and claimed:
                 converse(connection, activation, conversation.CONTEXT_ATTACHED, {})
         for signal in dead:
@@ -274,6 +304,7 @@ class Lane:
             str(activation.id),
             activation.trigger,
             lease_lost,
+            self._yield_hint,
         )
         started = time.monotonic()
         context: WorkingContext | None = None
@@ -286,20 +317,29 @@ class Lane:
             raise
         except Preempted as preempted:
             finish.interrupted(
-                self._transaction, step, preempted.reason, context, time.monotonic() - started
+                self._closing(activation.delegate_id),
+                step,
+                preempted.reason,
+                context,
+                time.monotonic() - started,
+                preempted.partial,
             )
             return
         except Exception as error:  # the agent or composer failed: bounded retry
             finish.failed(
-                self._transaction,
+                self._closing(activation.delegate_id),
                 self.settings,
                 step,
                 f"{type(error).__name__}: {error}",
                 context,
                 time.monotonic() - started,
+                # What an agent did before failing (AgentRunFailed.partial), for the ThoughtFlow.
+                getattr(error, "partial", None),
             )
             return
-        finish.completed(self._transaction, step, context, result, time.monotonic() - started)
+        finish.completed(
+            self._closing(activation.delegate_id), step, context, result, time.monotonic() - started
+        )
 
     # --- after the lease is released -------------------------------------------------------
 

@@ -21,7 +21,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from inner_plane.http.errors import ApiError, unauthorized
-from inner_plane.http.intake import authorized, path_of, read_body
+from inner_plane.http.intake import authorized, client_of, path_of, read_body
 from inner_plane.journal.processors import Processor
 from inner_plane.mcp_adapter.tools import build_server
 from inner_plane.runtime import Runtime
@@ -52,6 +52,7 @@ class _Authenticated:
                 path_of(request),
                 request.headers,
                 body,
+                client_of(request),
             )
         except ApiError as error:
             await error.response()(scope, receive, send)

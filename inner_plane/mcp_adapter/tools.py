@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import SkipValidation
 
 from inner_plane.http.errors import ApiError
 from inner_plane.http.intake import JOURNAL_DOWN
@@ -21,6 +22,12 @@ from inner_plane.sources import grants
 
 # Given the tool call's context, the runtime and the calling processor (or raise ApiError).
 Resolver = Callable[[Context], tuple[Runtime, Processor]]
+
+T = TypeVar("T")
+# A tool argument documented with its type but passed through as sent: the MCP SDK validates
+# arguments in pydantic's lax mode (priority "50" or true would become 50 or 1). The signal
+# model then checks it strictly, with the same errors as the HTTP API.
+Wire = Annotated[T, SkipValidation]
 
 INSTRUCTIONS = (
     "Publish inner signals to a personal AI delegate as a registered external processor. "
@@ -76,17 +83,17 @@ def build_server(resolve: Resolver) -> MCPServer:
         ),
     )
     async def publish_signal(
-        kind: str,
+        kind: Wire[str],
         ctx: Context,
-        data: dict[str, Any] | None = None,
-        delegate_id: str | None = None,
-        mode: str | None = None,
-        priority: int | None = None,
-        dedup_key: str | None = None,
-        trust: str | None = None,
-        occurred_at: str | None = None,
-        available_at: str | None = None,
-        expires_at: str | None = None,
+        data: Wire[dict[str, Any] | None] = None,
+        delegate_id: Wire[str | None] = None,
+        mode: Wire[str | None] = None,
+        priority: Wire[int | None] = None,
+        dedup_key: Wire[str | None] = None,
+        trust: Wire[str | None] = None,
+        occurred_at: Wire[str | None] = None,
+        available_at: Wire[str | None] = None,
+        expires_at: Wire[str | None] = None,
     ) -> dict[str, Any]:
         given = {
             "kind": kind,

@@ -145,11 +145,11 @@ def _validate(
         )
     if "\x00" in content:
         raise MemoryInputError("content", "must not contain NUL characters")
-    if not IDENTIFIER_RE.match(delegate_id):
+    if IDENTIFIER_RE.fullmatch(delegate_id) is None:
         raise MemoryInputError(
             "delegate_id", "must be 1 to 128 characters of letters, digits and '._:-'"
         )
-    if not IDENTIFIER_RE.match(source):
+    if IDENTIFIER_RE.fullmatch(source) is None:
         raise MemoryInputError(
             "source", "must be 1 to 128 characters of letters, digits and '._:-'"
         )

@@ -504,13 +504,19 @@ class EmbeddedServices:
         return lines
 
     def stop(self) -> list[str]:
-        """Stop the servers this process owns (Redis, then PostgreSQL); name each stopped."""
+        """Stop the servers this process started (Redis, then PostgreSQL); name each stopped."""
         stopped = []
-        if not self.persistent:
-            for server in self.servers:
-                pid = server.pid
-                if server.stop():
-                    stopped.append(f"embedded {server.name} (pid {pid})")
+        for server in self.servers:
+            pid = server.pid
+            # Persistent servers: only those this process launched (an attached session leaves
+            # them to the one that started them).
+            if self.persistent and server.process is None:
+                continue
+            if server.stop():
+                stopped.append(f"embedded {server.name} (pid {pid})")
+        if self.persistent:
+            with contextlib.suppress(OSError):
+                (self.data_dir / "servers.json").unlink()
         self._release()
         return stopped
 

@@ -15,6 +15,8 @@ from inner_plane.config import Settings
 SIGNALS_QUEUE = "signals"
 ACTIVATION_QUEUE = "activation"
 PERIODIC_QUEUE = "periodic"
+USER_TURNS_QUEUE = "user_turns"
+# (The same names as ``celery_bridge``'s, spelled here so that listing processes loads no Celery.)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,12 @@ def celery_command(role: str, settings: Settings, concurrency: int | None = None
             "-n", "activation@%h", "-c", str(concurrency or 1), "--prefetch-multiplier", "1",
             *level,
         ]  # fmt: skip
+    if role == "user_turns":
+        # Like the activation worker: one turn at a time per worker, the lease per delegate.
+        return [
+            *base, "worker", "-Q", USER_TURNS_QUEUE, "-n", "user_turns@%h",
+            "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *level,
+        ]  # fmt: skip
     if role == "periodic":
         return [
             *base, "worker", "-Q", PERIODIC_QUEUE, "-n", "periodic@%h",
@@ -68,7 +76,8 @@ def celery_command(role: str, settings: Settings, concurrency: int | None = None
     raise ValueError(f"unknown process role {role!r}")
 
 
-ROLES = ("signals", "activation", "periodic", "beat", "flower")
+WORKER_ROLES = ("signals", "activation", "user_turns", "periodic")
+ROLES = (*WORKER_ROLES, "beat", "flower")
 
 
 def _local(host: str) -> str:

@@ -181,7 +181,19 @@ def _broker(report: Report, targets: Targets, client: redis.Redis | None) -> boo
             return False
         report.stores["broker"] = {"url": masked(broker_url), "reachable": True}
     else:
-        report.stores["broker"] = {"url": masked(broker_url)}
+        from inner_plane import celery_bridge
+
+        try:
+            report.queues = celery_bridge.amqp_queue_depths(
+                broker_url, list(QUEUE_ROLES), targets.timeout_s
+            )
+        except Exception as error:
+            report.stores["broker"] = {"url": masked(broker_url), "reachable": False}
+            report.problem(
+                DOWN, f"the broker is unreachable ({error})", "check INNER_PLANE_BROKER_URL"
+            )
+            return False
+        report.stores["broker"] = {"url": masked(broker_url), "reachable": True}
         return True
     with contextlib.suppress(redis.RedisError):
         report.queues = probes.queue_depths(broker, list(QUEUE_ROLES))

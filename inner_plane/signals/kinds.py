@@ -90,7 +90,7 @@ class KindRegistry:
         self._unknown: dict[tuple[str, Mode], KindPolicy] = {}
 
     def register(self, policy: KindPolicy) -> None:
-        if not KIND_RE.match(policy.kind):
+        if KIND_RE.fullmatch(policy.kind) is None:
             raise ValueError(f"kind {policy.kind!r} is not namespaced")
         if not 0 <= policy.priority <= 100:
             raise ValueError(f"kind {policy.kind!r}: priority must be 0..100")

@@ -6,15 +6,17 @@ import hashlib
 import json
 import re
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     StringConstraints,
     ValidationError,
     field_validator,
@@ -22,9 +24,28 @@ from pydantic import (
 )
 
 MAX_DATA_BYTES = 64 * 1024
-KIND_RE = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)+$")
-IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# Nesting and width caps: far above any real report, far below what breaks a reader (the JSON
+# parser allows ~990 levels, pydantic's serialiser 256).
+MAX_DATA_DEPTH = 32
+MAX_DATA_KEYS = 2_000  # object keys in the whole document
+# Identifier patterns end in \Z, never $ (which admits a trailing newline), so that .match and
+# .fullmatch alike test the whole string. The *_PATTERN forms are for JSON Schema (ECMA-262,
+# where $ without the m flag is the end of the input).
+KIND_PATTERN = r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)+$"
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+KIND_RE = re.compile(KIND_PATTERN.removesuffix("$") + r"\Z")
+IDENTIFIER_RE = re.compile(IDENTIFIER_PATTERN.removesuffix("$") + r"\Z")
 MAX_DEDUP_KEY = 512
+# Characters a dedup key may not hold: every control character (C0, DEL, C1), the Unicode line
+# and paragraph separators, and lone surrogates (PostgreSQL cannot store them).
+DEDUP_KEY_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+# The window every timestamp's UTC instant must fall in: [1970-01-01, 9000-01-01) UTC. Any
+# instant in it survives PostgreSQL's timestamptz, Python's datetime (years 1..9999) and the
+# plane's own arithmetic (backoff, TTLs, budgets) with millennia to spare; an offset can never
+# push a value in it out of Python's range when read back in another zone.
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)  # exclusive
 
 # Fixed namespace: ids derived from (delegate, source, dedup_key) are the same on every machine.
 SIGNAL_ID_NAMESPACE = uuid.UUID("6f1c5d1e-3b0a-4e0e-9a55-2d7f3c1b9e41")
@@ -61,7 +82,7 @@ class SignalError(ValueError):
 
 
 def _kind(value: str) -> str:
-    if not KIND_RE.match(value):
+    if KIND_RE.fullmatch(value) is None:
         raise ValueError(
             "must be a namespaced kind: at least two dot-separated segments of "
             "[a-z][a-z0-9_-]*, for example 'task.completed'"
@@ -72,11 +93,16 @@ def _kind(value: str) -> str:
 
 
 def _identifier(value: str) -> str:
-    if not IDENTIFIER_RE.match(value):
+    if IDENTIFIER_RE.fullmatch(value) is None:
         raise ValueError(
             f"must be 1 to 128 characters of letters, digits and '._:-' (got {value[:40]!r})"
         )
     return value
+
+
+def is_identifier(value: object) -> bool:
+    """True if value is a whole identifier (delegate, source, timer name, channel)."""
+    return isinstance(value, str) and IDENTIFIER_RE.fullmatch(value) is not None
 
 
 Kind = Annotated[str, AfterValidator(_kind)]
@@ -113,26 +139,90 @@ def derive_signal_id(delegate_id: str, source: str, dedup_key: str) -> uuid.UUID
     return uuid.UUID(int=(number & _UUID5_CLEAR) | _UUID5_SET)
 
 
+def within_window(value: datetime) -> bool:
+    """True if an aware datetime's UTC instant is in [EARLIEST_INSTANT, LATEST_INSTANT).
+
+    Aware comparison works on day and second counts without building a UTC datetime, so values
+    whose UTC instant Python cannot even represent (``9999-12-31T23:59:59-00:01``) are refused,
+    not an OverflowError."""
+    if value.utcoffset() is None:
+        return False
+    return EARLIEST_INSTANT <= value < LATEST_INSTANT
+
+
 def _aware(name: str) -> AfterValidator:
-    """Refuses a naive timestamp; bound to the field only when it is given (not for None)."""
+    """Refuses a naive timestamp and one outside the window; bound to the field only when it
+    is given (not for None)."""
 
     def check(value: datetime) -> datetime:
-        if value.tzinfo is None or value.utcoffset() is None:
+        offset = value.utcoffset()
+        if offset is None:
             raise ValueError(f"{name} must be timezone-aware (add an offset such as +00:00)")
-        return value
+        if not EARLIEST_INSTANT <= value < LATEST_INSTANT:
+            raise ValueError(
+                "must fall between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z (UTC instant)"
+            )
+        # In UTC: PostgreSQL refuses offsets beyond +-15:59 that Python accepts (+18:00).
+        return value if not offset else value.astimezone(UTC)
 
     return AfterValidator(check)
 
 
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError(_NUL)
+def _timestamp_text(value: Any) -> Any:
+    # A number would be read as Unix seconds: an ambiguity a wire format should not have.
+    if not isinstance(value, str | datetime):
+        raise ValueError(
+            f"must be an ISO 8601 timestamp string with an offset, not {type(value).__name__}"
+        )
     return value
 
 
+_TIMESTAMP = BeforeValidator(_timestamp_text)
+
+
+def _dedup_key(value: str) -> str:
+    if value.isascii() and value.isprintable():  # the common case, decided in C
+        return value
+    found = DEDUP_KEY_FORBIDDEN.search(value)
+    if found is not None:
+        if found.group() == "\x00":
+            raise ValueError(_NUL)
+        raise ValueError(
+            f"must not contain control characters, line separators or lone surrogates "
+            f"(found U+{ord(found.group()):04X})"
+        )
+    return value
+
+
+def is_dedup_key(value: str) -> bool:
+    return 1 <= len(value) <= MAX_DEDUP_KEY and DEDUP_KEY_FORBIDDEN.search(value) is None
+
+
 DedupKey = Annotated[
-    str, StringConstraints(min_length=1, max_length=MAX_DEDUP_KEY), AfterValidator(_no_nul)
+    str, StringConstraints(min_length=1, max_length=MAX_DEDUP_KEY), AfterValidator(_dedup_key)
 ]
+
+
+def data_shape_problem(value: Any) -> str | None:
+    """Why a JSON document is too deep or too wide, or None. Iterative: a document nested
+    thousands deep is measured without recursion."""
+    keys = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DATA_DEPTH:
+            return f"is nested more than {MAX_DATA_DEPTH} levels deep"
+        if isinstance(node, dict):
+            keys += len(node)
+            if keys > MAX_DATA_KEYS:
+                return f"has more than {MAX_DATA_KEYS} object keys in all"
+            children = node.values()
+        else:
+            children = node
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+    return None
 
 
 class SignalDraft(BaseModel):
@@ -144,14 +234,15 @@ class SignalDraft(BaseModel):
     source: Identifier
     delegate_id: Identifier = "default"
     mode: Mode | None = None
-    priority: int | None = Field(default=None, ge=0, le=100)
+    # Strict: true and "50" are not priorities.
+    priority: Annotated[int, Strict()] | None = Field(default=None, ge=0, le=100)
     data: dict[str, Any] = Field(default_factory=dict)
     trust: Trust = Trust.TRUSTED
     dedup_key: DedupKey | None = None
     id: uuid.UUID | None = None
-    occurred_at: Annotated[datetime, _aware("occurred_at")] | None = None
-    available_at: Annotated[datetime, _aware("available_at")] | None = None
-    expires_at: Annotated[datetime, _aware("expires_at")] | None = None
+    occurred_at: Annotated[datetime, _TIMESTAMP, _aware("occurred_at")] | None = None
+    available_at: Annotated[datetime, _TIMESTAMP, _aware("available_at")] | None = None
+    expires_at: Annotated[datetime, _TIMESTAMP, _aware("expires_at")] | None = None
     caused_by: uuid.UUID | None = None
 
     @field_validator("data", mode="before")
@@ -170,6 +261,14 @@ class SignalDraft(BaseModel):
             size = len(text.encode())
         except (TypeError, ValueError) as error:
             raise ValueError(f"must be JSON-serialisable ({error})") from None
+        except RecursionError:
+            raise ValueError(f"is nested more than {MAX_DATA_DEPTH} levels deep") from None
+        # Brackets bound the depth and colons the keys from above (strings may hold more): the
+        # exact walk runs only for a document these cheap counts cannot clear.
+        if text.count("{") + text.count("[") > MAX_DATA_DEPTH or text.count(":") > MAX_DATA_KEYS:
+            problem = data_shape_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
         if "\\u0000" in text and _has_nul(value):  # the text test is cheap; the walk is exact
             raise ValueError(_NUL)
         if size > MAX_DATA_BYTES:
@@ -252,6 +351,7 @@ class PublishResult(BaseModel):
     mode: Mode
     priority: int
     delegate_id: str
+    trust: Trust = Trust.TRUSTED
 
     def public(self) -> dict[str, Any]:
         return {"id": str(self.id), "deduplicated": self.deduplicated}

@@ -3,6 +3,13 @@
 Every failure is the same :class:`AuthError` to the caller (no hint which part was wrong); the
 reason goes to the server's ``auth_failed`` log line only. Replay protection for signed requests
 needs Redis: if Redis is unreachable the request is refused as unavailable, never let through.
+
+Order of a check, cheapest first: a bearer token this process already verified against the
+processor's current hash passes at once (so a client sharing an address with an attacker is not
+throttled with it); otherwise the client address's failure throttle and the negative cache are
+read (one Redis round trip, see ``auth_throttle``) before any hash is computed; then the
+credential is checked, against a dummy when the name is unknown, revoked or of the other
+credential type, so that every failure costs the same.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import redis
 from inner_plane import logs, redis_keys
 from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
-from inner_plane.sources import credentials, directory
+from inner_plane.sources import auth_throttle, credentials, directory
 
 PROCESSOR_HEADER = "x-inner-plane-processor"
 TIMESTAMP_HEADER = "x-inner-plane-timestamp"
@@ -34,21 +41,83 @@ class Unavailable(Exception):
     """A store the check depends on is unreachable (reported as 503)."""
 
 
-def _fail(reason: str, processor: str | None) -> AuthError:
-    logs.emit("auth_failed", processor=processor, reason=reason)
+class Throttled(Exception):
+    """Too many failed authentications from this client address (reported as 429)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+def _fail(
+    runtime: Runtime,
+    client: str | None,
+    reason: str,
+    processor: str | None,
+    refused_key: str | None = None,
+) -> AuthError:
+    auth_throttle.record_failure(runtime, client, refused_key)
+    logs.emit("auth_failed", processor=processor, reason=reason, client=client)
     return AuthError(reason)
 
 
-def _live(runtime: Runtime, name: str | None, credential: str) -> Processor:
-    if name is None or not credentials.valid_name(name):
-        raise _fail("unknown processor", None)
-    processor = directory.lookup(runtime, name)
+def _gate(runtime: Runtime, client: str | None, refused_key: str | None = None) -> bool:
+    """Raise Throttled if the address is over its limit; True if the pair was refused before.
+    Runs before any lookup or hash."""
+    verdict = auth_throttle.check(runtime, client, refused_key)
+    if verdict.retry_after is not None:
+        raise Throttled(verdict.retry_after)
+    return verdict.refused_before
+
+
+def _usable(processor: Processor | None, credential: str) -> str | None:
+    """Why this record cannot authenticate with ``credential``, or None if it can."""
     if processor is None:
-        raise _fail("unknown processor", name)
+        return "unknown processor"
     if processor.revoked:
-        raise _fail("revoked", name)
+        return "revoked"
     if processor.credential != credential:
-        raise _fail(f"processor uses {processor.credential} credentials", name)
+        return f"processor uses {processor.credential} credentials"
+    return None
+
+
+def _lookup(runtime: Runtime, name: str | None) -> Processor | None:
+    if name is None or not credentials.valid_name(name):
+        return None
+    return directory.lookup(runtime, name)
+
+
+def _bearer(runtime: Runtime, authorization: str, client: str | None) -> Processor:
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        _gate(runtime, client)
+        raise _fail(runtime, client, "malformed Authorization header", None)
+    name = credentials.token_processor(token)
+    digest = credentials.token_digest(token)
+    if name is not None:
+        # Verified before against the current hash: no throttle, no hash (a lookup only).
+        known = directory.lookup(runtime, name)
+        if (
+            known is not None
+            and _usable(known, "bearer") is None
+            and credentials.verified_before(digest, known.secret_hash)
+        ):
+            return known
+    refused_key = redis_keys.auth_refused(name or "-", digest[:16])
+    if _gate(runtime, client, refused_key):
+        raise _fail(runtime, client, "token refused moments ago", name, refused_key)
+    processor = _lookup(runtime, name)
+    problem = _usable(processor, "bearer")
+    stored = credentials.DUMMY_HASH
+    if problem is None:
+        assert processor is not None and processor.secret_hash is not None
+        stored = processor.secret_hash
+    # Hashed whatever the name: an unknown name costs what a known one costs.
+    matches = credentials.verify_token(token, stored, digest)
+    if problem is not None or not matches:
+        raise _fail(runtime, client, problem or "bad token", name, refused_key)
+    assert processor is not None
     return processor
 
 
@@ -59,38 +128,41 @@ def authenticate(
     headers: Mapping[str, str],
     body: bytes,
     now: float | None = None,
+    client: str | None = None,
 ) -> Processor:
-    """Return the calling processor or raise AuthError / Unavailable. ``headers`` must be
-    case-insensitive (Starlette's Headers) or lower-cased."""
+    """Return the calling processor or raise AuthError / Throttled / Unavailable. ``headers``
+    must be case-insensitive (Starlette's Headers) or lower-cased; ``client`` is the caller's
+    address (failures are throttled per address)."""
     authorization = headers.get("authorization")
     if authorization is not None:
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise _fail("malformed Authorization header", None)
-        token = token.strip()
-        processor = _live(runtime, credentials.token_processor(token), "bearer")
-        assert processor.secret_hash is not None
-        if not credentials.verify_token(token, processor.secret_hash):
-            raise _fail("bad token", processor.name)
-        return processor
+        return _bearer(runtime, authorization, client)
 
+    _gate(runtime, client)
     signature = headers.get(SIGNATURE_HEADER)
     if signature is None:
-        raise _fail("no credentials", None)
-    processor = _live(runtime, headers.get(PROCESSOR_HEADER), "hmac")
+        raise _fail(runtime, client, "no credentials", None)
+    name = headers.get(PROCESSOR_HEADER)
+    processor = _lookup(runtime, name)
+    problem = _usable(processor, "hmac")
+    label = None if problem == "unknown processor" else name
+    key = credentials.DUMMY_SIGNING_KEY
+    if problem is None:
+        assert processor is not None and processor.signing_key is not None
+        key = processor.signing_key
     stamp = headers.get(TIMESTAMP_HEADER, "")
     try:
         age = abs((time.time() if now is None else now) - int(stamp))
     except ValueError:
-        raise _fail("bad timestamp", processor.name) from None
+        raise _fail(runtime, client, problem or "bad timestamp", label) from None
     if age > REPLAY_WINDOW_S:
-        raise _fail("timestamp outside the replay window", processor.name)
-    assert processor.signing_key is not None
+        raise _fail(runtime, client, problem or "timestamp outside the replay window", label)
     idempotency_key = headers.get(IDEMPOTENCY_HEADER, "")
-    if not credentials.signature_matches(
-        processor.signing_key, signature, stamp, method, path, body, idempotency_key
-    ):
-        raise _fail("bad signature", processor.name)
+    matches = credentials.signature_matches(
+        key, signature, stamp, method, path, body, idempotency_key
+    )
+    if problem is not None or not matches:
+        raise _fail(runtime, client, problem or "bad signature", label)
+    assert processor is not None
     try:
         fresh = runtime.redis.set(
             redis_keys.hmac_nonce(processor.name, signature), "1", nx=True,
@@ -100,5 +172,5 @@ def authenticate(
         logs.emit("replay_check_unavailable", processor=processor.name, reason=str(error)[:200])
         raise Unavailable("replay protection unavailable") from None
     if not fresh:
-        raise _fail("replayed signature", processor.name)
+        raise _fail(runtime, client, "replayed signature", processor.name)
     return processor

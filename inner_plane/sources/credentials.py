@@ -4,8 +4,12 @@ signing keys (stored as-is, because a verifier must hold the key to recompute a 
 Why scrypt for a random token: the token carries 256 bits of entropy, so a fast hash would
 already resist guessing; scrypt additionally makes a leaked ``processors`` table useless for
 offline attacks on any weaker token an operator might paste in later. Its cost is paid once per
-token per server process: a successful verification is remembered by the token's SHA-256 and the
-stored hash, so a rotated hash never matches a remembered token.
+token per server process: a successful verification is remembered by the token's SHA-256 with the
+stored hash it matched, so a rotated hash never matches a remembered token.
+
+A failed check costs the same whoever is named: an unknown, revoked or mis-typed processor is
+checked against :data:`DUMMY_HASH` (same scrypt parameters), so timing does not tell names apart.
+At most one scrypt runs at a time per process, so bad tokens cannot take every core.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import re
 import secrets
 import threading
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+# \Z, not $: a trailing newline is not part of a name.
+NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,62}")
 TOKEN_PREFIX = "ipt"
 HMAC_SCHEME = "v1"
 
@@ -25,11 +30,20 @@ HMAC_SCHEME = "v1"
 # scrypt paper; verification is cached per process (see module docstring).
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
 _MAXMEM = 64 * 1024 * 1024
+# A hash no token matches (its digest is not the scrypt of anything known), with the real
+# parameters: what a check of an unknown name runs against.
+DUMMY_HASH = (
+    f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}$AAECAwQFBgcICQoLDA0ODw$"
+    "iEZhlwibKaFCEGZorAQIjLJrpywOcVq6xxJJRHTh_u4"
+)
+# The same for a signing key (HMAC is cheap, but an unknown name should still cost one).
+DUMMY_SIGNING_KEY = "inner-plane-no-such-processor"
+_hashing = threading.BoundedSemaphore(1)
 
 
 def valid_name(name: str) -> bool:
     """Names are one kind segment (``external.<name>.``) and one token field (no dots)."""
-    return NAME_RE.match(name) is not None
+    return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
 
 
 def new_bearer_token(name: str) -> str:
@@ -64,31 +78,42 @@ def hash_token(token: str) -> str:
     return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${_b64(salt)}${_b64(digest)}"
 
 
-_verified: dict[tuple[str, str], bool] = {}
+# token SHA-256 -> the stored hash it was verified against.
+_verified: dict[str, str] = {}
 _verified_lock = threading.Lock()
 _MAX_REMEMBERED = 10_000
 
 
-def verify_token(token: str, stored: str) -> bool:
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def verified_before(digest: str, stored: str | None) -> bool:
+    """True if this process verified the token (by digest) against this very stored hash."""
+    return stored is not None and _verified.get(digest) == stored
+
+
+def verify_token(token: str, stored: str, digest: str | None = None) -> bool:
     """Constant-time check of a bearer token against its stored scrypt hash."""
-    remembered_as = (hashlib.sha256(token.encode()).hexdigest(), stored)
-    if _verified.get(remembered_as):
+    digest = token_digest(token) if digest is None else digest
+    if verified_before(digest, stored):
         return True
     try:
         scheme, n, r, p, salt, expected = stored.split("$")
         if scheme != "scrypt":
             return False
-        digest = hashlib.scrypt(
-            token.encode(), salt=_unb64(salt), n=int(n), r=int(r), p=int(p), maxmem=_MAXMEM
-        )
+        with _hashing:
+            computed = hashlib.scrypt(
+                token.encode(), salt=_unb64(salt), n=int(n), r=int(r), p=int(p), maxmem=_MAXMEM
+            )
     except (ValueError, TypeError):
         return False
-    ok = hmac.compare_digest(digest, _unb64(expected))
+    ok = hmac.compare_digest(computed, _unb64(expected))
     if ok:
         with _verified_lock:
             if len(_verified) >= _MAX_REMEMBERED:
                 _verified.clear()
-            _verified[remembered_as] = True
+            _verified[digest] = stored
     return ok
 
 

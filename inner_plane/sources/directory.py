@@ -6,6 +6,10 @@ cached record is used only while that key still holds the value it was loaded un
 revocation takes effect on the next request. If Redis is unreachable, records come from the
 journal every time. A record is never used for longer than ``MAX_AGE_S`` (the bound on staleness
 if Redis was down at the moment of a revocation).
+
+Unknown names are cached the same way (as None), so that looking up a name nobody registered
+costs what looking up a registered one costs: timing does not tell which names exist. The cache
+holds at most ``MAX_ENTRIES`` names (random names cannot grow it without bound).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from inner_plane.journal.processors import Processor, ProcessorJournal
 from inner_plane.runtime import Runtime
 
 MAX_AGE_S = 5.0
+MAX_ENTRIES = 10_000
 
-_cache: dict[str, tuple[Processor, str, float]] = {}
+_cache: dict[str, tuple[Processor | None, str, float]] = {}
 _lock = threading.Lock()
 
 
@@ -47,8 +52,7 @@ def lookup(runtime: Runtime, name: str) -> Processor | None:
         return cached[0]
     processor = ProcessorJournal(runtime.engine).get(name)
     with _lock:
-        if processor is None:
-            _cache.pop(name, None)
-        else:
-            _cache[name] = (processor, current, now)
+        if len(_cache) >= MAX_ENTRIES:
+            _cache.clear()
+        _cache[name] = (processor, current, now)
     return processor

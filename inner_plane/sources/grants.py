@@ -24,7 +24,7 @@ ANY_DELEGATE = "*"
 # Fields an external processor may not set: ids are derived or random, and `caused_by` names an
 # activation of the delegate itself.
 NOT_ACCEPTED = ("id", "caused_by")
-IDEMPOTENCY_KEY_RE = re.compile(r"^[\x21-\x7e]{1,200}$")
+IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 MAX_BATCH = 500
 
 
@@ -150,7 +150,7 @@ def _within_grant(runtime: Runtime, processor: Processor, draft: SignalDraft) ->
 
 
 def check_idempotency_key(value: str | None) -> str | None:
-    if value is not None and not IDEMPOTENCY_KEY_RE.match(value):
+    if value is not None and IDEMPOTENCY_KEY_RE.fullmatch(value) is None:
         raise SignalError("Idempotency-Key", "must be 1 to 200 visible ASCII characters")
     return value
 
@@ -191,7 +191,7 @@ def publish_for(
     """Admit and journal a request's signals in one transaction (all or nothing)."""
     drafts = admit(runtime, processor, raws, idempotency_key, batch)
     results = publish_drafts(drafts, runtime, via=source_of(processor))
-    return [(result, draft.trust) for result, draft in zip(results, drafts, strict=True)]
+    return [(result, result.trust) for result in results]
 
 
 def status_for(runtime: Runtime, processor: Processor, signal_id: uuid.UUID) -> Signal | None:

@@ -53,7 +53,7 @@ def add(
     if not delegates:
         raise ProcessorError("give at least one delegate (or '*' for any)")
     for delegate in delegates:
-        if delegate != ANY_DELEGATE and not IDENTIFIER_RE.match(delegate):
+        if delegate != ANY_DELEGATE and IDENTIFIER_RE.fullmatch(delegate) is None:
             raise ProcessorError(f"delegate {delegate!r}: not a valid delegate id")
     if rate_limit < 1:
         raise ProcessorError("rate limit: must be at least 1 request per minute")

@@ -13,7 +13,7 @@ from typing import Any
 from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from inner_plane.signals.model import Identifier, Mode
+from inner_plane.signals.model import Identifier, Mode, within_window
 from inner_plane.timers.policy import Missed
 from inner_plane.timers.schedule import Cron, Interval, Once, Schedule
 
@@ -107,7 +107,13 @@ class TimerSpec(BaseModel):
         for field in ("start", "at"):
             value: datetime | None = getattr(self, field)
             if value is not None and value.tzinfo is None:
-                object.__setattr__(self, field, value.replace(tzinfo=zone))
+                value = value.replace(tzinfo=zone)
+                object.__setattr__(self, field, value)
+            if value is not None and not within_window(value):
+                # Its moments become signals: the signal model's window applies.
+                raise ValueError(
+                    f"{field}: must fall between 1970-01-01T00:00:00Z and 9000-01-01T00:00:00Z"
+                )
         return self
 
     def schedule(self, default_anchor: datetime = EPOCH) -> Schedule:

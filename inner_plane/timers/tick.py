@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
 from inner_plane.journal.timers import CursorUpdate, TimerJournal
-from inner_plane.publish import publish_many
+from inner_plane.publish import Journaled, journal_drafts, validate
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Mode
 from inner_plane.timers.policy import Decision, Missed, Outcome, decide
@@ -133,9 +134,19 @@ class _Run:
         self.now = now
         self.report = report
         self.grace_s = runtime.settings.timers_grace_s
+        self.journaled: list[Journaled] = []
+
+    def committed(self) -> None:
+        """After each locking transaction committed: log what it journaled, schedule wakes."""
+        for journaled in self.journaled:
+            self.report.deduplicated += sum(1 for r in journaled.announce() if r.deduplicated)
+        self.journaled.clear()
 
     def handle(
-        self, timers: Sequence[tuple[_Timer, datetime]], dynamic: bool = False
+        self,
+        connection: Connection,
+        timers: Sequence[tuple[_Timer, datetime]],
+        dynamic: bool = False,
     ) -> list[CursorUpdate]:
         decided: list[tuple[_Timer, Decision]] = []
         updates: list[CursorUpdate] = []
@@ -156,12 +167,16 @@ class _Run:
                 updates.append(CursorUpdate(timer.key, cursor, False, decision.next_due))
         firing = [(t, d) for t, d in decided if d.fires]
         if firing:
-            results = publish_many(
-                [signal_for(t, d.moment) for t, d in firing if d.moment is not None],
-                runtime=self.runtime,
-                via="beat",
+            # Every due moment of this round in one insert, in the transaction that moves the
+            # cursors: a cursor moves exactly when its signal is journaled.
+            drafts = [
+                validate(signal_for(t, d.moment), via="beat")
+                for t, d in firing
+                if d.moment is not None
+            ]
+            self.journaled.append(
+                journal_drafts(connection, drafts, runtime=self.runtime, via="beat")
             )
-            self.report.deduplicated += sum(1 for r in results if r.deduplicated)
         for timer, decision in decided:
             assert decision.moment is not None
             self._log(timer, decision)
@@ -233,21 +248,25 @@ def tick(runtime: Runtime | None = None, now: datetime | None = None) -> TickRep
     by_name = {spec.name: _static(spec) for spec in specs}
     report.static_timers = journal.handle_static(
         sorted(by_name),
-        lambda rows: run.handle(
-            [(by_name[row["name"]], row["last_moment"] or row["first_seen_at"]) for row in rows]
+        lambda connection, rows: run.handle(
+            connection,
+            [(by_name[row["name"]], row["last_moment"] or row["first_seen_at"]) for row in rows],
         ),
     )
+    run.committed()
 
     batch = settings.timers_batch
     for _ in range(MAX_ROUNDS):
         handled = journal.handle_due(
             now,
             batch,
-            lambda rows: run.handle(
+            lambda connection, rows: run.handle(
+                connection,
                 [(_dynamic(row), row["last_moment"] or row["created_at"]) for row in rows],
                 dynamic=True,
             ),
         )
+        run.committed()
         report.dynamic_timers += handled
         if handled < batch:
             break

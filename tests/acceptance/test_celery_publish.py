@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from inner_plane import celery_bridge
+from inner_plane.celery_bridge import is_amqp
 from inner_plane.publish import wire_form, with_stable_identity
-from inner_plane.runtime import Runtime, redis_client
+from inner_plane.runtime import Runtime
 from inner_plane.signals.model import MAX_DATA_BYTES, SignalDraft, derive_signal_id
+from tests.support.broker import SessionBroker
 from tests.support.processes import ChildProcess, start_celery_worker
 from tests.support.stores import ROOT, Stores
 
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.acceptance
 def worker(stores: Stores, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildProcess]:
     log_dir = tmp_path_factory.mktemp("signals-worker")
     # Start from an empty broker: a message left by an earlier test must not be journaled here.
-    redis_client(stores.redis_url).flushdb()
+    stores.empty_broker()
     started = start_celery_worker("signals-acc", stores.env(), log_dir, queues="signals")
     yield started
     started.stop()
@@ -63,6 +65,8 @@ def wait_task_done(worker: ChildProcess, task_id: str, after: int) -> list[str]:
 def queue_is_drained(runtime: Runtime) -> bool:
     # Nothing waiting in the queue and nothing unacknowledged (a requeued or retried message
     # would sit in one of these).
+    if is_amqp(runtime.settings.effective_broker_url):
+        return SessionBroker(runtime.settings.broker_url).messages("signals") == 0
     return runtime.redis.llen("signals") == 0 and runtime.redis.hlen("unacked") == 0
 
 

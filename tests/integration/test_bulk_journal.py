@@ -7,11 +7,13 @@ import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from inner_plane import redis_keys
 from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import Runtime
+from inner_plane.signals.model import SignalError
 
 
 def full_signal(n: int, **extra: Any) -> dict[str, Any]:
@@ -122,12 +124,13 @@ def test_bulk_dedup_fast_path_marks_and_confirms(runtime: Runtime) -> None:
 
 
 def test_bulk_accepts_every_timestamp_the_single_insert_accepts(runtime: Runtime) -> None:
-    # Python allows offsets PostgreSQL refuses as text (beyond +-15:59), and years near 1.
+    # Python allows offsets PostgreSQL refuses as text (beyond +-15:59); the window's edges.
     stamps = [
         datetime(6695, 8, 29, 15, 12, 22, tzinfo=timezone(timedelta(hours=18, minutes=42))),
-        datetime(59, 8, 15, 23, 34, 11, 817000, tzinfo=UTC),
-        datetime(1, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=-20))),
-        datetime(9999, 12, 31, 1, 0, tzinfo=timezone(timedelta(hours=5))),
+        datetime(1970, 1, 1, tzinfo=UTC),
+        datetime(1970, 1, 1, 5, 0, tzinfo=timezone(timedelta(hours=5))),
+        datetime(8999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(9000, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=5))),
     ]
     batch = [
         {"kind": "task.completed", "source": "fuzz", "occurred_at": stamp, "expires_at": stamp}
@@ -140,20 +143,15 @@ def test_bulk_accepts_every_timestamp_the_single_insert_accepts(runtime: Runtime
         assert stored.occurred_at == stamp and stored.expires_at == stamp
 
 
-def test_bulk_with_a_timestamp_that_has_no_python_utc_form(runtime: Runtime) -> None:
-    # 0001-01-01 02:00+05:00 is 1 BC in UTC: the batch falls back to the row-by-row statement,
-    # which stores it exactly as the single insert does.
+def test_bulk_with_a_timestamp_outside_the_window_stores_nothing(runtime: Runtime) -> None:
+    # 0001-01-01 02:00+05:00 is 1 BC in UTC: outside the intake window, so refused by name.
     early = datetime(1, 1, 1, 2, 0, tzinfo=timezone(timedelta(hours=5)))
-    results = publish_many(
-        [
-            {"kind": "task.completed", "source": "fuzz", "occurred_at": early},
-            {"kind": "task.completed", "source": "fuzz"},
-        ]
-    )
-    assert runtime.signals.count() == 2
-    with runtime.engine.connect() as connection:
-        stored = connection.execute(
-            text("SELECT (occurred_at AT TIME ZONE 'UTC')::text FROM signals WHERE id = :id"),
-            {"id": results[0].id},
-        ).scalar_one()
-    assert stored == "0001-12-31 21:00:00 BC"
+    with pytest.raises(SignalError) as caught:
+        publish_many(
+            [
+                {"kind": "task.completed", "source": "fuzz"},
+                {"kind": "task.completed", "source": "fuzz", "occurred_at": early},
+            ]
+        )
+    assert caught.value.field == "signals[1].occurred_at"
+    assert runtime.signals.count() == 0

@@ -13,5 +13,8 @@ class RecordingGuard:
     def safe_point(self) -> None:
         self.safe_points += 1
 
+    def checkpoint(self) -> None:
+        pass
+
     def effect_key(self, step: int) -> str:
         return f"{self.activation_id}:{step}"

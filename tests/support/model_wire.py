@@ -90,6 +90,8 @@ class ModelServer:
 
     def __init__(self, *, max_input_chars: int | None = None) -> None:
         self.faults: list[Fault] = []
+        # Asked for a fault when ``faults`` is empty: per-request misbehaviour by content.
+        self.fault_for: Callable[[dict[str, Any]], Fault | None] | None = None
         # Events of every stream this far apart unless a fault says otherwise.
         self.event_delay_s = 0.0
         self.max_input_chars = max_input_chars
@@ -192,6 +194,8 @@ class ModelServer:
             self.served.append(served)
             fault = self.faults.pop(0) if self.faults else None
             self._changed.notify_all()
+        if fault is None and self.fault_for is not None:
+            fault = self.fault_for(body)
         if handler.path.rstrip("/") != self.path:
             self._refuse(handler, served, WireError(404, f"Invalid URL (POST {handler.path})"))
             return

@@ -8,7 +8,7 @@ alone). Otherwise the embedded servers start under ``.inner-plane-test/`` and ar
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
@@ -16,7 +16,9 @@ from sqlalchemy.engine import make_url
 
 from inner_plane.config import build_settings
 from inner_plane.journal import database
+from inner_plane.runtime import redis_client
 from inner_plane.services.embedded import EmbeddedServices
+from tests.support.broker import SessionBroker
 
 ROOT = Path(__file__).resolve().parents[2]
 # Parallel test runs on one machine each need their own embedded servers.
@@ -30,6 +32,8 @@ class Stores:
     redis_url: str
     data_dir: Path
     services: EmbeddedServices | None
+    # The Celery broker: the Redis above unless the session runs the RabbitMQ leg.
+    broker: SessionBroker = field(default_factory=SessionBroker)
 
     def env(self, **extra: str) -> dict[str, str]:
         """Environment for a child process (worker, beat, CLI) using these stores."""
@@ -40,8 +44,15 @@ class Stores:
             INNER_PLANE_DATA_DIR=str(self.data_dir),
             PYTHONUNBUFFERED="1",
         )
+        if self.broker.url is not None:
+            env["INNER_PLANE_BROKER_URL"] = self.broker.url
         env.update(extra)
         return env
+
+    def empty_broker(self) -> None:
+        """No queued message left from an earlier test (Redis: the stores' Redis is flushed)."""
+        redis_client(self.redis_url).flushdb()
+        self.broker.purge()
 
 
 def start_stores(data_dir: Path | None = None) -> Stores:
@@ -69,7 +80,7 @@ def start_stores(data_dir: Path | None = None) -> Stores:
         )
     database.ensure_database(url)
     database.upgrade(url)
-    return Stores(url, settings.redis_url, data_dir, services)
+    return Stores(url, settings.redis_url, data_dir, services, SessionBroker.start())
 
 
 def truncate_all(url: str) -> None:

@@ -7,54 +7,20 @@ CLI's registered commands and parsed with the CLI's own option parser.
 from __future__ import annotations
 
 import configparser
+import re
 import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 import yaml
 
-from inner_plane.cli import app
 from inner_plane.config import build_settings
-from inner_plane.services.processes import default_processes
+from tests.support.deployment import is_setting, resolve, up_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 SYSTEMD = ROOT / "deploy" / "systemd"
-WORKER_ROLES = {"signals", "activation", "periodic"}
-
-
-def resolve(args: list[str]) -> Any:
-    """The CLI command `inner-plane ARGS` runs; fail if any word or option is not the CLI's."""
-    assert args and args[0] == "inner-plane", args
-    command: Any = typer.main.get_command(app)
-    rest = args[1:]
-    path = ["inner-plane"]
-    while hasattr(command, "commands"):  # a group: the next word names a sub-command
-        assert rest, f"{' '.join(path)} needs a sub-command"
-        sub = command.commands.get(rest[0])
-        assert sub is not None, f"{' '.join(path)} has no command {rest[0]!r}"
-        path.append(rest[0])
-        command, rest = sub, rest[1:]
-    # Parse the arguments and options exactly as the CLI would (without running the command).
-    try:
-        context = command.make_context(" ".join(path), list(rest))
-    except Exception as error:  # the CLI's usage errors (typer vendors click)
-        raise AssertionError(f"{' '.join(args)}: {error}") from error
-    if path[1:] == ["worker"]:
-        assert context.params["role"] in WORKER_ROLES, context.params
-    return command
-
-
-def up_commands() -> list[list[str]]:
-    """What `inner-plane up` supervises, spelled as `inner-plane ...` commands."""
-    settings = build_settings(database_url="postgresql://h/db", redis_url="redis://h:1/0")
-    commands = []
-    for spec in default_processes(settings):
-        assert spec.command[1:3] == ["-m", "inner_plane"], spec.command
-        commands.append(["inner-plane", *spec.command[3:]])
-    return commands
 
 
 def test_resolve_rejects_what_the_cli_does_not_have() -> None:
@@ -96,6 +62,8 @@ def test_compose_has_the_whole_stack(compose: dict[str, Any]) -> None:
         ("inner-plane", "db", "upgrade"),
         ("inner-plane", "worker", "signals"),
         ("inner-plane", "worker", "activation", "--concurrency", "1"),
+        ("inner-plane", "worker", "user_turns", "--concurrency", "1"),
+        ("inner-plane", "worker", "periodic"),
         ("inner-plane", "beat"),
         ("inner-plane", "flower"),
         ("inner-plane", "serve"),
@@ -159,6 +127,87 @@ def test_flower_requires_basic_auth_and_stays_on_loopback(compose: dict[str, Any
     for service in compose["services"].values():
         for port in service.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), port
+
+
+ONE_SHOT = {"migrate", "create-operator"}
+INTERPOLATION = re.compile(r"\$\{(\w+)(?::([-?])([^}]*))?\}")
+
+
+def interpolate(value: str) -> str:
+    """Compose's `${NAME:-default}` as compose would fill it with NAME unset (`${NAME:?...}`,
+    which refuses to start without NAME, gets a placeholder)."""
+    return INTERPOLATION.sub(lambda m: m.group(3) if m.group(2) == "-" else "user:password", value)
+
+
+def test_every_long_running_plane_process_has_a_plane_healthcheck(
+    compose: dict[str, Any],
+) -> None:
+    for name, service in plane_services(compose).items():
+        if name in ONE_SHOT:
+            assert "healthcheck" not in service, name
+            continue
+        test = service["healthcheck"]["test"]
+        assert test[0] == "CMD" and test[1:3] == ["inner-plane", "health"], name
+        resolve(test[1:])
+        if service["command"][1] == "worker":  # the worker's own role and queue
+            role = service["command"][2]
+            assert test[3:7] == ["worker", role, "--queue", role], name
+        interval = int(service["healthcheck"]["interval"].removesuffix("s"))
+        assert interval >= 10, f"{name}: every probe starts a Python process"
+
+
+def test_compose_environment_is_real_settings_and_valid(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, service in plane_services(compose).items():
+        env = service["environment"]
+        unknown = sorted(variable for variable in env if not is_setting(variable))
+        assert not unknown, f"{name}: not settings of inner_plane/config.py: {unknown}"
+        for variable, value in env.items():
+            if value is None:  # passed through from the shell when set there
+                monkeypatch.delenv(variable, raising=False)
+            else:
+                monkeypatch.setenv(variable, interpolate(str(value)))
+        settings = build_settings()  # raises ConfigError naming any invalid value
+        assert settings.redis_url == "redis://redis:6379/0", name
+
+
+def test_compose_passes_the_model_settings_through(compose: dict[str, Any]) -> None:
+    for name, service in plane_services(compose).items():
+        env = service["environment"]
+        for variable in ("INNER_PLANE_OPENAI_MODEL", "INNER_PLANE_OPENAI_API_KEY"):
+            assert variable in env and env[variable] is None, f"{name}: {variable}"
+
+
+def test_compose_redis_never_evicts_and_keeps_an_append_only_file(
+    compose: dict[str, Any],
+) -> None:
+    command = [interpolate(str(word)) for word in compose["services"]["redis"]["command"]]
+    options = dict(zip(command[1::2], command[2::2], strict=True))
+    assert options["--appendonly"] == "yes"
+    assert options["--maxmemory-policy"] == "noeviction"
+    assert options["--maxmemory"]
+
+
+def test_compose_mounts_the_timers_file_from_the_host(compose: dict[str, Any]) -> None:
+    for name, service in plane_services(compose).items():
+        path = service["environment"]["INNER_PLANE_TIMERS_FILE"]
+        volumes = [interpolate(volume) for volume in service["volumes"]]
+        mounts = [volume for volume in volumes if volume.split(":")[1] == path]
+        assert len(mounts) == 1, name
+        host, _, mode = mounts[0].split(":")
+        assert mode == "ro" and (ROOT / host).is_file(), name
+
+
+def test_compose_serves_the_api_and_ui_port_and_offers_an_operator_credential(
+    compose: dict[str, Any],
+) -> None:
+    api = compose["services"]["api"]
+    port = api["environment"]["INNER_PLANE_API_PORT"]
+    assert f"127.0.0.1:{port}:{port}" in api["ports"]
+    operator = compose["services"]["create-operator"]
+    assert operator["command"][:3] == ["inner-plane", "operators", "add"]
+    assert operator["profiles"] == ["setup"] and operator["restart"] == "no"
 
 
 # deploy/systemd --------------------------------------------------------------------------------

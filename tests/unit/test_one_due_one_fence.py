@@ -72,5 +72,10 @@ def test_the_check_catches_a_copy(tmp_path: Path) -> None:
 def test_the_definitions_hold_the_rules() -> None:
     assert RULES["due"].search(predicates.due())
     assert RULES["fenced"].search(predicates.FENCED_EPOCH)
-    assert predicates.due(per_delegate=False).startswith("state = 'pending'")
+    assert predicates.due(of=None).startswith("state = 'pending'")
     assert "delegate_id = :delegate" in predicates.due()
+    assert predicates.due(predicates.WAKING, of="d.delegate_id", alias="s") == (
+        "s.delegate_id = d.delegate_id AND s.state = 'pending' "
+        "AND s.mode IN ('wake', 'interrupt') AND s.available_at <= now() "
+        "AND (s.expires_at IS NULL OR s.expires_at > now())"
+    )

@@ -79,7 +79,7 @@ def test_invalid_log_format_names_the_variable(monkeypatch: pytest.MonkeyPatch) 
     [
         ("INNER_PLANE_DATABASE_URL", "mysql://db/plane", "must be a postgresql:// URL"),
         ("INNER_PLANE_REDIS_URL", "http://cache", "must be a redis://"),
-        ("INNER_PLANE_BROKER_URL", "amqp://rabbit", "must be a redis://"),
+        ("INNER_PLANE_BROKER_URL", "kafka://broker", "must be a redis://"),
         ("INNER_PLANE_LOG_LEVEL", "LOUD", "Input should be"),
         ("INNER_PLANE_DB_POOL_SIZE", "abc", "valid integer"),
         ("INNER_PLANE_DB_POOL_SIZE", "0", "greater than or equal to 1"),

@@ -15,7 +15,7 @@ from inner_plane.wiring import run_lane
 
 
 def _delegate(value: object) -> str:
-    if not isinstance(value, str) or not IDENTIFIER_RE.match(value):
+    if not isinstance(value, str) or IDENTIFIER_RE.fullmatch(value) is None:
         raise Reject(f"delegate_id: invalid {value!r}", requeue=False)
     return value
 

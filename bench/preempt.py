@@ -1,0 +1,152 @@
+"""Pre-emption inside a streaming model call, with a real activation worker (issue 12).
+
+A background activation's model call streams from the strict local Responses server and stalls
+(headers sent, no events: a reasoning model thinking). The benchmark then queues a user turn
+through the library, as a chat front-end in another process would, and measures the time from
+the send to the moment the server sees the in-flight stream closed; then it waits for the turn
+to be answered. Both instants are read on this process's monotonic clock (the server runs here).
+As a baseline in the same minute it measures the same server's plain round trip (a request
+answered at once), so the figure can be read against the cost of one HTTP exchange.
+
+``bench.lane`` calls :func:`measure` and adds its figures to its final JSON line; alone,
+``python -m bench.preempt [--quick]`` runs just this part on its own stores.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.harness import QUICK, summary
+from inner_plane.config import Settings
+from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.lane.user_turns import user_turn
+from inner_plane.publish import publish
+from inner_plane.runtime import Runtime
+from tests.support.model_wire import Served, slow
+from tests.support.processes import ChildProcess, celery_worker
+from tests.support.responses_wire import ResponsesServer, message
+from tests.support.stores import Stores
+
+ROUNDS = 10 if QUICK else 30
+DELEGATE = "preempt"
+
+
+def _has_user(body: dict[str, Any]) -> bool:
+    """A user turn's call: the person's words come last (earlier turns in the history do not)."""
+    items = body.get("input") or []
+    return bool(items) and isinstance(items[-1], dict) and items[-1].get("role") == "user"
+
+
+def _wait(condition: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"benchmark timed out waiting for {what}")
+        time.sleep(0.002)
+    return value
+
+
+def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path) -> dict[str, Any]:
+    server = ResponsesServer(policy=lambda conversation: [message("Here I am.")])
+    # Background calls (no user message) stall; the user's turn is answered at once.
+    server.fault_for = lambda body: None if _has_user(body) else slow(stall_s=120)
+    aborted_ms: list[float] = []
+    answered_ms: list[float] = []
+    baseline_ms: list[float] = []
+    with server.running():
+        env = stores.env(
+            INNER_PLANE_AGENT="openai",
+            INNER_PLANE_OPENAI_BASE_URL=server.base_url,
+            INNER_PLANE_OPENAI_MODEL="bench-model",
+            INNER_PLANE_OPENAI_API_KEY="unused",
+            INNER_PLANE_BATCH_QUIET_MS="20",
+            INNER_PLANE_BATCH_MAX_AGE_MS="100",
+            INNER_PLANE_LOG_LEVEL="WARNING",
+            INNER_PLANE_WAKE_BUDGET_PER_HOUR="1000000",
+        )
+        worker: ChildProcess = celery_worker("bench-preempt", env, log_dir, queues="activation")
+        worker.start()
+        try:
+            worker.wait_for(" ready.", 60)
+            journal = ActivationJournal(runtime.engine)
+            for n in range(ROUNDS):
+                publish(kind="task.completed", source="bench", delegate_id=DELEGATE, data={"n": n})
+
+                def in_flight() -> Served | None:
+                    for served in reversed(server.served):
+                        if not _has_user(served.body) and served.status == 200:
+                            done = served.completed or served.closed_by_client_at is not None
+                            return None if done else served
+                    return None
+
+                stalled: Served = _wait(in_flight, 60, "a stalled background call")
+                time.sleep(0.05)  # well inside the stall, as a turn would arrive
+                sent = time.monotonic()
+                turn_id = user_turn(DELEGATE, f"are you there? {n}", "bench", runtime)
+                _wait(lambda s=stalled: s.closed_by_client_at is not None, 30, "the abort")
+                assert stalled.closed_by_client_at is not None
+                aborted_ms.append((stalled.closed_by_client_at - sent) * 1000)
+                _wait(
+                    lambda t=turn_id: (
+                        (turn := journal.user_turn(t)) is not None and turn.state == "done"
+                    ),
+                    60,
+                    "the turn answered",
+                )
+                answered_ms.append((time.monotonic() - sent) * 1000)
+            # Baseline, same server, same minute: one request answered at once.
+            with httpx.Client() as client:
+                for _ in range(ROUNDS):
+                    t0 = time.monotonic()
+                    client.post(
+                        f"{server.base_url}/responses",
+                        json={"model": "m", "input": [{"role": "user", "content": "x"}]},
+                    ).raise_for_status()
+                    baseline_ms.append((time.monotonic() - t0) * 1000)
+        finally:
+            worker.stop()
+    aborted, answered, baseline = (
+        summary(aborted_ms, 1),
+        summary(answered_ms, 1),
+        summary(baseline_ms, 2),
+    )
+    print(f"user turn sent -> in-flight model call aborted, ms: {aborted} (target p99 <= 250)")
+    print(f"user turn sent -> turn answered, ms: {answered}")
+    print(f"baseline: one answered request to the same server, ms: {baseline}")
+    return {
+        "preempt_ms": aborted,
+        "preempt_p99_ms": aborted["p99"],
+        "preempt_turn_answered_ms": answered,
+        "preempt_baseline_request_ms": baseline,
+    }
+
+
+def main() -> None:
+    import os
+
+    from bench import harness
+    from inner_plane import logs
+    from inner_plane.config import build_settings
+    from inner_plane.runtime import build_runtime, set_runtime
+    from tests.support.stores import truncate_all
+
+    logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
+    with harness.stores("preempt") as stores:
+        truncate_all(stores.database_url)
+        settings = build_settings(
+            database_url=stores.database_url, redis_url=stores.redis_url, data_dir=stores.data_dir
+        )
+        runtime = build_runtime(settings)
+        set_runtime(runtime)
+        runtime.redis.flushdb()
+        log_dir = stores.data_dir / "bench-logs"
+        log_dir.mkdir(exist_ok=True)
+        harness.emit(measure(stores, settings, runtime, log_dir))
+
+
+if __name__ == "__main__":
+    main()

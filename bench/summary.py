@@ -1,0 +1,158 @@
+"""Run every benchmark and end with one table: each one's key figures next to their targets.
+
+Each benchmark runs as its own process (``python -m bench.NAME``, the same flags), its output
+passes through unchanged, and its last line (one JSON object, see bench/harness.py) is parsed.
+A benchmark that fails, or prints no JSON, shows as such in the table; the exit status is that
+of the first failure (a missed target is reported, not an error: figures move with the load of a
+shared machine).
+
+    .venv/bin/python -m bench.summary [--quick] [--only publish,lane]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from bench.harness import ROOT
+
+
+@dataclass(frozen=True)
+class Target:
+    bench: str
+    key: str
+    target: float | None  # None: reported, no target set
+    higher_is_better: bool = True
+
+    def verdict(self, value: float) -> str:
+        if self.target is None:
+            return ""
+        met = value >= self.target if self.higher_is_better else value <= self.target
+        return "met" if met else "MISSED"
+
+    def target_text(self) -> str:
+        if self.target is None:
+            return "-"
+        return (">= " if self.higher_is_better else "<= ") + f"{self.target:g}"
+
+
+# In the order the benchmarks run; the targets are the issues' (6 for the CLI, 11 for the UI,
+# 15 for the rest).
+BENCHES = ("publish", "lane", "compose", "timers", "http", "ui", "cli", "growth", "capacity")
+TARGETS = (
+    Target("publish", "ingest_vs_raw", 0.95),
+    Target("publish", "bulk_celery_vs_raw", 10.0),
+    Target("publish", "bulk_direct_vs_executemany", 0.5),
+    Target("lane", "overhead_p99_ms", 20.0, higher_is_better=False),
+    Target("lane", "wake_added_p99_vs_celery_p99", None),
+    Target("lane", "activations_per_s", None),
+    Target("lane", "preempt_p99_ms", 250.0, higher_is_better=False),
+    Target("compose", "compose_p99_ms", 25.0, higher_is_better=False),
+    Target("compose", "compose_vs_fts_p99", 3.0, higher_is_better=False),
+    Target("timers", "tick_vs_query_p99", 3.0, higher_is_better=False),
+    Target("http", "http_single_vs_bare", None),
+    Target("http", "http_batch_vs_bare", 0.7),
+    Target("ui", "live_p99_ms", None),
+    Target("ui", "live_vs_notify_p99", 3.0, higher_is_better=False),
+    Target("ui", "timeline_page_p99_ms", 50.0, higher_is_better=False),
+    Target("ui", "publish_trigger_cost_ratio", None),
+    Target("cli", "cli_vs_python_start", 6.0, higher_is_better=False),
+    Target("growth", "growth_max_ratio", 1.25, higher_is_better=False),
+    Target("growth", "growth_max_p99_ratio", 1.5, higher_is_better=False),
+    # The capacity model's figures (docs/operations.md): measured for sizing, no target.
+    Target("capacity", "signals_per_s_per_signals_worker", None),
+    Target("capacity", "activations_per_s_per_activation_worker", None),
+    Target("capacity", "journal_bytes_per_1000_signals", None),
+)
+
+
+def last_json(output: str) -> dict[str, Any] | None:
+    for line in reversed(output.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                parsed = json.loads(line)
+            except ValueError:
+                return None
+            return parsed if isinstance(parsed, dict) else None
+    return None
+
+
+def run(name: str, flags: list[str]) -> tuple[int, dict[str, Any] | None]:
+    """Run one benchmark, echoing its output as it comes; return its status and last JSON."""
+    print(f"\n=== bench.{name} {' '.join(flags)}", flush=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", f"bench.{name}", *flags],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    for line in process.stdout:
+        sys.stdout.write(line)
+        lines.append(line)
+    status = process.wait()
+    return status, last_json("".join(lines))
+
+
+def table(results: dict[str, tuple[int, dict[str, Any] | None]]) -> list[str]:
+    rows = [("benchmark", "figure", "value", "target", "")]
+    for target in TARGETS:
+        if target.bench not in results:
+            continue
+        status, figures = results[target.bench]
+        if figures is None or target.key not in figures:
+            why = f"failed (exit {status})" if status else "not reported"
+            rows.append((target.bench, target.key, "-", target.target_text(), why))
+            continue
+        value = figures[target.key]
+        shown = f"{value:g}" if isinstance(value, int | float) else str(value)
+        verdict = target.verdict(value) if isinstance(value, int | float) else ""
+        rows.append((target.bench, target.key, shown, target.target_text(), verdict))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    out = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    loads = {
+        name: figures.get("loadavg_1m_at_end")
+        for name, (_, figures) in results.items()
+        if figures is not None and figures.get("loadavg_1m_at_end") is not None
+    }
+    if loads:
+        out.append(
+            f"load average (1 min) at the end of each, on {os.cpu_count()} shared cores: "
+            + ", ".join(f"{name} {value}" for name, value in loads.items())
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="each benchmark's --quick mode")
+    parser.add_argument("--only", default="", help="comma-separated benchmark names")
+    args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n] or list(BENCHES)
+    unknown = sorted(set(names) - set(BENCHES))
+    if unknown:
+        parser.error(f"--only: unknown benchmark(s) {', '.join(unknown)}")
+    flags = ["--quick"] if args.quick else []
+    results: dict[str, tuple[int, dict[str, Any] | None]] = {}
+    for name in names:
+        if not (ROOT / "bench" / f"{name}.py").exists():
+            print(f"\n=== bench.{name}: not in this tree, skipped", flush=True)
+            continue
+        results[name] = run(name, flags)
+    print("\n" + "\n".join(table(results)))
+    failed = [status for status, _ in results.values() if status]
+    sys.exit(failed[0] if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""The operator UI at ``/``: server-rendered pages (Jinja2, autoescaped) over the same journal
+reads as the JSON API, with a little JavaScript from ``/static`` that follows the live feed.
+
+Every payload is text: templates autoescape, the script writes with ``textContent`` or inserts
+fragments the server escaped, and a strict Content-Security-Policy (no inline script or style,
+nothing from elsewhere) stands behind both. The assets ship inside the package; nothing is
+fetched at run time and nothing is built on the user's machine.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from inner_plane import operators
+from inner_plane import timeline as timeline_view
+from inner_plane.http.errors import ApiError
+from inner_plane.http.intake import JOURNAL_DOWN
+from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
+from inner_plane.http.ui_views import charts, entry_view, pretty, signal_view
+from inner_plane.journal import reads
+from inner_plane.runtime import Runtime
+
+HERE = Path(__file__).parent
+TEMPLATES = Jinja2Templates(directory=str(HERE / "templates"))
+TEMPLATES.env.filters["pretty"] = pretty
+STATIC_DIR = HERE / "static"
+TIMELINE_PAGE = 200
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+class SecurityHeaders:
+    """ASGI middleware adding the strict headers to every response but the interactive API
+    docs (which load their own assets). Plain ASGI, not BaseHTTPMiddleware: it never buffers
+    or re-wraps a body, so the live feed's stream passes straight through."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(("/docs", "/redoc")):
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in self.headers if k not in present]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+class _Redirect(Exception):
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    def page(
+        request: Request, name: str, context: dict[str, Any], status: int = 200
+    ) -> HTMLResponse:
+        return TEMPLATES.TemplateResponse(
+            request, name, {"caller": getattr(request.state, "caller", None), **context}, status
+        )
+
+    async def load(request: Request, work: Callable[[Runtime], Any]) -> Any:
+        """Check the operator (redirect to the login page without one), then read."""
+
+        def run() -> Any:
+            try:
+                caller: Caller = gate.check(request)
+            except ApiError as error:
+                if error.status == 401:
+                    target = quote(str(request.url.path) + _query(request), safe="/")
+                    raise _Redirect(RedirectResponse(f"/login?next={target}", 303)) from None
+                raise
+            request.state.caller = caller
+            try:
+                return work(runtime_factory())
+            except JOURNAL_DOWN:
+                raise ApiError(503, "unavailable", "the journal is unreachable") from None
+
+        return await run_in_threadpool(run)
+
+    async def guarded(request: Request, render: Callable[[], Any]) -> Response:
+        try:
+            response: Response = await render()
+            return response
+        except _Redirect as redirect:
+            return redirect.response
+        except ApiError as error:
+            return page(
+                request, "message.html", {"title": error.body.error, "text": error.body.message},
+                error.status,
+            )  # fmt: skip
+
+    # --- pages ---
+
+    @router.get("/", response_class=HTMLResponse)
+    async def dashboard(
+        request: Request, delegate: Annotated[str | None, Query(max_length=128)] = None
+    ) -> Response:
+        async def render() -> Response:
+            def work(rt: Runtime) -> dict[str, Any]:
+                overview = reads.delegates_overview(
+                    rt.engine, wake_budget_per_hour=rt.settings.wake_budget_per_hour, limit=100
+                )
+                names = [d["delegate_id"] for d in overview.items]
+                chosen = delegate or (names[0] if names else "default")
+                return {
+                    "delegates": overview.items,
+                    "chosen": chosen,
+                    "charts": charts(reads.chart_series(rt.engine, chosen)),
+                }
+
+            return page(request, "dashboard.html", await load(request, work))
+
+        return await guarded(request, render)
+
+    @router.get("/ui/overview", response_class=HTMLResponse)
+    async def overview_fragment(request: Request) -> Response:
+        async def render() -> Response:
+            found = await load(
+                request,
+                lambda rt: reads.delegates_overview(
+                    rt.engine, wake_budget_per_hour=rt.settings.wake_budget_per_hour, limit=100
+                ),
+            )
+            return page(request, "overview_rows.html", {"delegates": found.items})
+
+        return await guarded(request, render)
+
+    @router.get("/delegates/{delegate_id}", response_class=HTMLResponse)
+    async def delegate_timeline(request: Request, delegate_id: str) -> Response:
+        async def render() -> Response:
+            def work(rt: Runtime) -> dict[str, Any]:
+                stored = reads.timeline_events(rt.engine, delegate_id, limit=TIMELINE_PAGE)
+                entries = [entry_view(timeline_view.entry(e)) for e in stored]
+                return {
+                    "delegate": delegate_id,
+                    "entries": entries,
+                    "last_seq": entries[-1]["seq"] if entries else 0,
+                    "older": entries[0]["seq"] if len(entries) == TIMELINE_PAGE else None,
+                }
+
+            return page(request, "timeline.html", await load(request, work))
+
+        return await guarded(request, render)
+
+    @router.get("/ui/delegates/{delegate_id}/entries", response_class=HTMLResponse)
+    async def entries_fragment(
+        request: Request,
+        delegate_id: str,
+        after: Annotated[int, Query(ge=0)] = 0,
+    ) -> Response:
+        async def render() -> Response:
+            stored = await load(
+                request,
+                lambda rt: reads.timeline_events(rt.engine, delegate_id, after=after, limit=500),
+            )
+            entries = [entry_view(timeline_view.entry(e)) for e in stored]
+            return page(request, "entries.html", {"entries": entries})
+
+        return await guarded(request, render)
+
+    @router.get("/activations/{activation_id}", response_class=HTMLResponse)
+    async def activation(request: Request, activation_id: str) -> Response:
+        async def render() -> Response:
+            try:
+                key = uuid.UUID(activation_id)
+            except ValueError:
+                raise ApiError(404, "not_found", "no such activation") from None
+            found = await load(request, lambda rt: reads.activation_detail(rt.engine, key))
+            if found is None:
+                raise ApiError(404, "not_found", "no such activation")
+            found["batch"] = [signal_view(s) for s in found["batch"]]
+            found["entries"] = [entry_view(timeline_view.entry(e)) for e in found["events"]]
+            return page(request, "activation.html", found)
+
+        return await guarded(request, render)
+
+    @router.get("/dead-letters", response_class=HTMLResponse)
+    async def dead_letters(
+        request: Request,
+        delegate: Annotated[str | None, Query(max_length=128)] = None,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
+    ) -> Response:
+        async def render() -> Response:
+            try:
+                found = await load(
+                    request, lambda rt: reads.dead_letters(rt.engine, delegate, cursor, 50)
+                )
+            except reads.CursorError:
+                raise ApiError(422, "invalid", "cursor: not a cursor of this list") from None
+            return page(
+                request,
+                "dead_letters.html",
+                {
+                    "signals": [signal_view(s) for s in found.items],
+                    "next": found.next,
+                    "delegate": delegate,
+                },
+            )
+
+        return await guarded(request, render)
+
+    # --- sign in / out ---
+
+    @router.get("/login", response_class=HTMLResponse)
+    async def login_form(request: Request, next: str = "/") -> Response:
+        return page(request, "login.html", {"next": _local(next), "error": None})
+
+    @router.post("/login", response_class=HTMLResponse)
+    async def login(
+        request: Request,
+        token: Annotated[str, Form(max_length=300)],
+        next: Annotated[str, Form(max_length=2000)] = "/",
+    ) -> Response:
+        operator = await run_in_threadpool(
+            lambda: operators.authenticate(runtime_factory(), token.strip())
+        )
+        if operator is None:
+            context = {"next": _local(next), "error": "That is not an operator token."}
+            return page(request, "login.html", context, 401)
+        response = RedirectResponse(_local(next), 303)
+        response.set_cookie(
+            COOKIE,
+            token.strip(),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            max_age=12 * 3600,
+        )
+        return response
+
+    @router.post("/logout")
+    async def logout() -> Response:
+        response = RedirectResponse("/login", 303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    return router
+
+
+def _query(request: Request) -> str:
+    return f"?{request.url.query}" if request.url.query else ""
+
+
+def _local(target: str) -> str:
+    """Only paths of this site (no open redirect)."""
+    return target if target.startswith("/") and not target.startswith("//") else "/"

@@ -1,0 +1,110 @@
+"""One record, one line: whatever text a field holds, an [inner-context] line is exactly one line
+(by every line-splitting rule: str.splitlines, which also splits on U+0085, U+2028, U+2029, FS,
+GS, RS, VT and FF) and parses back to the same values, in logfmt and in JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inner_plane import logs
+
+# Every code point, lone surrogates included, with the troublesome ones drawn often.
+TROUBLE = '\r\n\x00\x1b\x0b\x0c\x1c\x1d\x1e\x7f\x85\x9b\u2028\u2029\ud800\udfff "=\\'
+any_text = st.text(alphabet=st.characters(codec=None) | st.sampled_from(TROUBLE), max_size=40)
+FORMATS = ("logfmt", "json")
+
+
+@pytest.fixture
+def stream() -> Iterator[io.StringIO]:
+    saved = (logs._stream, logs._format)
+    out = io.StringIO()
+    logs.configure(stream=out)
+    yield out
+    logs._stream, logs._format = saved
+
+
+def _records(text: str, log_format: str) -> list[dict[str, object]]:
+    lines = text.splitlines()
+    assert text.endswith("\n") and "\r" not in text
+    if log_format == "json":
+        return [json.loads(line) for line in lines]
+    return [dict(logs.parse_logfmt(line)) for line in lines]
+
+
+@contextmanager
+def captured(log_format: str) -> Iterator[io.StringIO]:
+    saved = (logs._stream, logs._format)
+    out = io.StringIO()
+    logs.configure(log_format=log_format, stream=out)
+    try:
+        yield out
+    finally:
+        logs._stream, logs._format = saved
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    log_format=st.sampled_from(FORMATS),
+    event=any_text.filter(bool),
+    fields=st.dictionaries(st.sampled_from(("id", "kind", "source", "reason", "x")), any_text),
+)
+def test_any_text_in_any_field_is_one_line_that_parses_back(
+    log_format: str, event: str, fields: dict[str, str]
+) -> None:
+    with captured(log_format) as stream:
+        logs.emit(event, **fields)
+    written = stream.getvalue()
+    assert len(written.splitlines()) == 1, written
+    written.encode("utf-8")  # writable to any UTF-8 stream: no lone surrogate left raw
+    [record] = _records(written, log_format)
+    assert record["event"] == event
+    for key, value in fields.items():
+        assert record[key] == value
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    log_format=st.sampled_from(FORMATS),
+    values=st.lists(any_text, min_size=1, max_size=8),
+)
+def test_a_batch_is_one_line_per_record(log_format: str, values: list[str]) -> None:
+    with captured(log_format) as stream:
+        logs.emit_many([("published", {"kind": "a.b", "reason": value}) for value in values])
+    records = _records(stream.getvalue(), log_format)
+    assert [r["reason"] for r in records] == values
+
+
+@pytest.mark.parametrize("log_format", FORMATS)
+def test_a_forged_published_line_stays_inside_its_field(
+    stream: io.StringIO, log_format: str
+) -> None:
+    forged = "x\r[inner-context] event=published id=1 kind=a.b trust=trusted\u2028\x85"
+    logs.configure(log_format=log_format)
+    logs.emit("rejected", reason=forged)
+    [line] = stream.getvalue().splitlines()
+    assert "\r" not in line and "\u2028" not in line and "\x85" not in line
+    [record] = _records(stream.getvalue(), log_format)
+    assert record["event"] == "rejected" and record["reason"] == forged
+
+
+def test_list_values_are_escaped_too(stream: io.StringIO) -> None:
+    logs.configure(log_format="logfmt")
+    logs.emit("rejected", labels=["a\nb", "c"])
+    [line] = stream.getvalue().splitlines()
+    assert logs.parse_logfmt(line)["labels"] == "a\nb,c"
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["no tag", "[inner-context] novalue", '[inner-context] a="open', '[inner-context] a="x"b'],
+)
+def test_the_parser_refuses_what_the_writer_never_writes(line: str) -> None:
+    with pytest.raises(ValueError):
+        logs.parse_logfmt(line)
