@@ -19,7 +19,6 @@ health_app = typer.Typer(
 )
 
 
-
 def _answer(ok: bool, what: str, detail: str) -> NoReturn:
     typer.echo(f"{'ok' if ok else 'unhealthy'}: {what}: {detail}")
     raise typer.Exit(0 if ok else 1)

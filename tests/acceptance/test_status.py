@@ -33,7 +33,9 @@ def test_status_healthy_then_worker_down_then_database_down(
     clean_stores: Stores, tmp_path: Path, children: list[ChildProcess]
 ) -> None:
     env = clean_stores.env(INNER_PLANE_DATA_DIR=str(tmp_path / "data"))
-    worker = celery_worker("signals", env, tmp_path, queues="signals,activation,user_turns,periodic")
+    worker = celery_worker(
+        "signals", env, tmp_path, queues="signals,activation,user_turns,periodic"
+    )
     beat = ChildProcess("beat", [*CLI, "beat"], env, tmp_path)
     children.extend([worker.start(), beat.start()])
     worker.wait_for(" ready.", timeout=90)
