@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import operator_api, ui
+from inner_plane.http import metrics, operator_api, ui
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.schemas import (
@@ -188,6 +188,7 @@ def create_app(
     app.add_exception_handler(ApiError, errors.handle_api_error)
     app.include_router(operator_api.build_router(runtime_factory, gate, feed))
     app.include_router(ui.build_router(runtime_factory, gate))
+    app.include_router(metrics.build_router(runtime_factory))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
 
     app.add_middleware(ui.SecurityHeaders)

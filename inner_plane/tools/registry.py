@@ -13,10 +13,12 @@ from inner_plane.activation import Activation, Settlement
 from inner_plane.runtime import Runtime
 
 
-class EffectKeys(Protocol):
-    """What a tool needs of the activation's step guard (the lane's ``StepGuard`` is one): the
-    idempotency key of a step's external effect. Declared here so the tools sit below the
-    agent adapters that call them."""
+class ToolGuard(Protocol):
+    """What a tool may use of the activation's step guard (the lane's ``StepGuard`` is one): the
+    idempotency key of a step's external effect, and the safe point. Declared here so the tools
+    sit below the agent adapters that call them."""
+
+    def safe_point(self) -> None: ...
 
     def effect_key(self, step: int) -> str: ...
 
@@ -32,7 +34,7 @@ class ToolContext:
     runtime: Runtime
     activation: Activation
     rendered_signal_ids: frozenset[Any]
-    guard: EffectKeys
+    guard: ToolGuard
     step: int
     settlements: dict[Any, Settlement] = field(default_factory=dict)
     call_index: int = 0  # position of the current call among the step's tool calls
