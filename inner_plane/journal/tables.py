@@ -263,7 +263,7 @@ class NotificationRow(Base):
 
     __table_args__ = (
         UniqueConstraint("delegate_id", "effect_key", "channel"),
-        CheckConstraint("state IN ('sending', 'sent', 'failed')", name="state"),
+        CheckConstraint("state IN ('sending', 'sent', 'failed')", name="ck_notifications_state"),
     )
 
 
