@@ -41,6 +41,8 @@ from inner_plane.lane import decide, finish
 from inner_plane.lane.guard import Heartbeat, LaneGuard
 from inner_plane.lane.notices import lane_notices
 from inner_plane.lane.records import Step, activation_fields, converse
+from inner_plane.outbound.channels import configured_channels
+from inner_plane.outbound.deliver import contact_on_dispositions
 from inner_plane.runtime import Runtime
 
 MAX_COUNTDOWN_S = decide.MAX_COUNTDOWN_S
@@ -78,6 +80,8 @@ class Lane:
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
+        # Where escalated and needs_input dispositions reach the user (none: nobody).
+        self.contact_channels = configured_channels(runtime.settings)
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -352,6 +356,19 @@ class Lane:
         finish.completed(
             self._closing(activation.delegate_id), step, context, result, time.monotonic() - started
         )
+        if self.contact_channels:
+            try:
+                contact_on_dispositions(
+                    self.runtime,
+                    self.contact_channels,
+                    activation,
+                    result.settlements,
+                    result.reply,
+                )
+            except LeaseLost:
+                raise
+            except Exception as error:  # contact is best effort; the settlement stands
+                logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
 
     # --- after the lease is released -------------------------------------------------------
 
