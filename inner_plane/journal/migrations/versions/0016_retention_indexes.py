@@ -1,7 +1,7 @@
 """retention: an index per table on the age each retention rule reads, oldest first
 
-Revision ID: 0015_retention_indexes
-Revises: 0014_lease_liveness
+Revision ID: 0016_retention_indexes
+Revises: 0015_notifications
 Create Date: 2026-12-01
 
 Retention deletes a batch of each table's oldest rows past its age (journal/retention.py); each
@@ -11,8 +11,8 @@ also serves the wake budget read by /metrics (background activations of the last
 
 from alembic import op
 
-revision = "0015_retention_indexes"
-down_revision = "0014_lease_liveness"
+revision = "0016_retention_indexes"
+down_revision = "0015_notifications"
 branch_labels = None
 depends_on = None
 
