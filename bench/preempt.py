@@ -8,7 +8,8 @@ to be answered. Both instants are read on this process's monotonic clock (the se
 As a baseline in the same minute it measures the same server's plain round trip (a request
 answered at once), so the figure can be read against the cost of one HTTP exchange.
 
-``bench.lane`` calls :func:`measure` and adds its figures to its final JSON line.
+``bench.lane`` calls :func:`measure` and adds its figures to its final JSON line; alone,
+``python -m bench.preempt [--quick]`` runs just this part on its own stores.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ DELEGATE = "preempt"
 
 
 def _has_user(body: dict[str, Any]) -> bool:
-    return any(isinstance(i, dict) and i.get("role") == "user" for i in body.get("input") or [])
+    """A user turn's call: the person's words come last (earlier turns in the history do not)."""
+    items = body.get("input") or []
+    return bool(items) and isinstance(items[-1], dict) and items[-1].get("role") == "user"
 
 
 def _wait(condition: Any, timeout: float, what: str) -> Any:
@@ -120,3 +123,30 @@ def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path)
         "preempt_turn_answered_ms": answered,
         "preempt_baseline_request_ms": baseline,
     }
+
+
+def main() -> None:
+    import os
+
+    from bench import harness
+    from inner_plane import logs
+    from inner_plane.config import build_settings
+    from inner_plane.runtime import build_runtime, set_runtime
+    from tests.support.stores import truncate_all
+
+    logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
+    with harness.stores("preempt") as stores:
+        truncate_all(stores.database_url)
+        settings = build_settings(
+            database_url=stores.database_url, redis_url=stores.redis_url, data_dir=stores.data_dir
+        )
+        runtime = build_runtime(settings)
+        set_runtime(runtime)
+        runtime.redis.flushdb()
+        log_dir = stores.data_dir / "bench-logs"
+        log_dir.mkdir(exist_ok=True)
+        harness.emit(measure(stores, settings, runtime, log_dir))
+
+
+if __name__ == "__main__":
+    main()

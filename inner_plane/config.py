@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     timers_batch: int = Field(default=500, ge=1, le=10_000)
     retention_age_s: float = Field(default=30 * 86_400, gt=0)
     retention_interval_s: float = Field(default=3_600, gt=0)
+    # How long the live feed's log keeps events: an SSE client that reconnects within it (with
+    # Last-Event-ID) misses nothing; one that comes back later is told to reload.
+    live_retention_s: float = Field(default=86_400, gt=0)
 
     # Operator endpoints started by `inner-plane up`.
     flower_port: int = Field(default=5555, ge=1, le=65535)

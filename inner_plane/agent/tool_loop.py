@@ -22,13 +22,13 @@ from inner_plane.agent.model_calls import (
     ContextTooLong,
     ModelCallFailed,
     RetryPolicy,
-    StreamFailed,
     call_tool,
     new_usage,
     settled_summary,
     tool_output,
 )
 from inner_plane.agent.port import StepGuard
+from inner_plane.journal.leases import LeaseLost
 from inner_plane.runtime import Runtime
 from inner_plane.tools import ToolContext, ToolRegistry
 
@@ -184,8 +184,11 @@ class ToolLoopAgent:
         try:
             self._loop(state)
         except Preempted as preempted:
+            state.decision = f"interrupted: {preempted.reason}"
             raise Preempted(preempted.reason, state.result()) from preempted
-        except (ModelCallFailed, openai.APIError, StreamFailed) as error:
+        except LeaseLost:
+            raise  # another holder took over: nothing may be recorded
+        except Exception as error:  # a model call or a tool failed: keep the work so far
             state.decision = f"failed: {error}"
             raise AgentRunFailed(f"{type(error).__name__}: {error}", state.result()) from error
         return state.result()

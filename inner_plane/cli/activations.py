@@ -24,10 +24,17 @@ def _journal() -> ActivationJournal:
 def list_activations(
     delegate: Annotated[str | None, typer.Option("--delegate")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 50,
+    before: Annotated[
+        int | None,
+        typer.Option("--before", min=1, help="Page cursor printed after the previous page."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """List activations, newest first."""
-    rows = _journal().recent(delegate, limit)
+    """List activations, newest first (keyset-paged: --before continues a page)."""
+    rows, cursor = _journal().page(delegate, limit, before)
+    if cursor is not None:
+        # On stderr, so the listing (text or JSON) on stdout keeps its shape.
+        typer.echo(f"more: --before {cursor}", err=True)
     if as_json:
         print_json([row.public() for row in rows])
         return

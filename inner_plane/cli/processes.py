@@ -19,6 +19,7 @@ from inner_plane.services.processes import (
     celery_command,
     default_processes,
 )
+from inner_plane.services.status import masked
 from inner_plane.services.supervisor import Supervisor
 
 
@@ -30,8 +31,10 @@ def up() -> None:
         typer.echo(f"inner-plane: {line}")
     assert resolved.database_url is not None
     database.upgrade(resolved.database_url)
-    typer.echo(f"inner-plane: journal migrated: {database.sqlalchemy_url(resolved.database_url)}")
-    typer.echo(f"inner-plane: broker: {resolved.effective_broker_url}")
+    # Passwords stay out of the console (a RabbitMQ or managed PostgreSQL URL carries one).
+    journal = masked(database.sqlalchemy_url(resolved.database_url))
+    typer.echo(f"inner-plane: journal migrated: {journal}")
+    typer.echo(f"inner-plane: broker: {masked(resolved.effective_broker_url)}")
     typer.echo(f"inner-plane: operator UI and API: http://{resolved.api_host}:{resolved.api_port}/")
     data_dir = resolved.data_dir
 

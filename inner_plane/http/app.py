@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -192,16 +192,7 @@ def create_app(
     app.include_router(ui.build_router(runtime_factory, gate))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
 
-    @app.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        # The interactive API docs load their own assets; every other page gets the strict set.
-        if not request.url.path.startswith(("/docs", "/redoc")):
-            for name, value in ui.SECURITY_HEADERS.items():
-                response.headers.setdefault(name, value)
-        return response
+    app.add_middleware(ui.SecurityHeaders)
 
     if mcp_route is not None:
         app.router.routes.append(mcp_route)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 from sqlalchemy import Engine
@@ -102,15 +103,13 @@ class LiveFeed:
                 for note in conn.notifies(timeout=wait, stop_after=1):
                     with contextlib.suppress(ValueError):
                         pending.ids[int(note.payload)] = time.monotonic()
-                self._read(pending)
+                self._read(conn, pending)
                 attempt = attempt + 1 if pending.ids else 0
 
-    def _read(self, pending: _Pending) -> None:
+    def _read(self, conn: psycopg.Connection[Any], pending: _Pending) -> None:
         assert self._position is not None
         while True:
-            with self.engine.connect() as reader:
-                events = live.read_after(reader, self._position)
-                reader.commit()
+            events = live.read_after_driver(conn, self._position)
             if events:
                 self._publish(events)
                 for event in events:

@@ -74,8 +74,14 @@ def _uuid(field: str, value: str) -> uuid.UUID:
         raise errors.invalid(field, "must be a UUID") from None
 
 
-def _page(page: reads.Page) -> dict[str, Any]:
-    return {"items": page.items, "next": page.next}
+def _page(page: reads.Page) -> Response:
+    return _json({"items": page.items, "next": page.next})
+
+
+def _json(body: Any) -> Response:
+    """The reads answer already-serialisable data: written straight out, not re-validated
+    against the documented model (that costs more than the read itself on a page of 100)."""
+    return AsciiJSONResponse(body)
 
 
 def build_router(
@@ -112,8 +118,13 @@ def build_router(
 
     # --- reads ---
 
-    @router.get("/delegates", response_model=PageBody, summary="Delegates overview")
-    async def delegates(request: Request, cursor: Cursor = None, limit: Limit = 50) -> Any:
+    @router.get(
+        "/delegates",
+        responses={200: {"model": PageBody}},
+        response_model=None,
+        summary="Delegates overview",
+    )
+    async def delegates(request: Request, cursor: Cursor = None, limit: Limit = 50) -> Response:
         """For each delegate: lane state (idle, waiting, running) with holder, epoch and the
         running activation; counts by state, the oldest pending signal's age, the next due
         time; the wake budget used and the last activation."""
@@ -129,7 +140,7 @@ def build_router(
         return _page(page)
 
     @router.get("/delegates/{delegate_id}", summary="One delegate's overview", responses=NOT_FOUND)
-    async def delegate(request: Request, delegate_id: str) -> dict[str, Any]:
+    async def delegate(request: Request, delegate_id: str) -> Response:
         page = await read(
             request,
             lambda rt: reads.delegates_overview(
@@ -138,11 +149,12 @@ def build_router(
                 delegate_id=delegate_id,
             ),
         )
-        return page.items[0]
+        return _json(page.items[0])
 
     @router.get(
         "/delegates/{delegate_id}/timeline",
-        response_model=TimelineBody,
+        responses={200: {"model": TimelineBody}},
+        response_model=None,
         summary="A delegate's conversation timeline (the entries and order replay gives)",
     )
     async def timeline(
@@ -151,7 +163,7 @@ def build_router(
         after: Annotated[int | None, Query(ge=0, description="Entries after this seq")] = None,
         before: Annotated[int | None, Query(ge=1, description="Latest entries before")] = None,
         limit: Limit = 100,
-    ) -> dict[str, Any]:
+    ) -> Response:
         """Without a cursor: the latest `limit` entries, oldest first. With `after`: the
         entries that follow it (what a live view appends). With `before`: the page before."""
         if after is not None and before is not None:
@@ -163,21 +175,24 @@ def build_router(
             ),
         )
         entries = [timeline_view.entry(e) for e in events]
-        return {
-            "delegate_id": delegate_id,
-            "entries": entries,
-            "older": entries[0]["seq"] if entries else None,
-            "newer": entries[-1]["seq"] if entries else after,
-        }
+        return _json(
+            {
+                "delegate_id": delegate_id,
+                "entries": entries,
+                "older": entries[0]["seq"] if entries else None,
+                "newer": entries[-1]["seq"] if entries else after,
+            }
+        )
 
     @router.get(
         "/delegates/{delegate_id}/activations",
-        response_model=PageBody,
+        responses={200: {"model": PageBody}},
+        response_model=None,
         summary="A delegate's activations, newest first",
     )
     async def activations(
         request: Request, delegate_id: str, cursor: Cursor = None, limit: Limit = 50
-    ) -> Any:
+    ) -> Response:
         page = await read(
             request, lambda rt: reads.activations_page(rt.engine, delegate_id, cursor, limit)
         )
@@ -191,22 +206,29 @@ def build_router(
         request: Request,
         delegate_id: str,
         minutes: Annotated[int, Query(ge=5, le=1440)] = 60,
-    ) -> dict[str, Any]:
-        return await read(request, lambda rt: reads.chart_series(rt.engine, delegate_id, minutes))
+    ) -> Response:
+        return _json(
+            await read(request, lambda rt: reads.chart_series(rt.engine, delegate_id, minutes))
+        )
 
     @router.get(
         "/activations/{activation_id}",
         summary="An activation: claimed batch, envelope, ThoughtFlow, conversation events",
         responses=NOT_FOUND,
     )
-    async def activation(request: Request, activation_id: str) -> dict[str, Any]:
+    async def activation(request: Request, activation_id: str) -> Response:
         key = _uuid("activation_id", activation_id)
         found = await read(request, lambda rt: reads.activation_detail(rt.engine, key))
         if found is None:
             raise ApiError(404, "not_found", "no such activation")
-        return found
+        return _json(found)
 
-    @router.get("/signals", response_model=PageBody, summary="Search signals, newest first")
+    @router.get(
+        "/signals",
+        responses={200: {"model": PageBody}},
+        response_model=None,
+        summary="Search signals, newest first",
+    )
     async def search(
         request: Request,
         state: SignalState | None = None,
@@ -217,7 +239,7 @@ def build_router(
         until: Annotated[datetime | None, Query(description="created before")] = None,
         cursor: Cursor = None,
         limit: Limit = 50,
-    ) -> Any:
+    ) -> Response:
         """Each signal comes with its events (claims, deferrals, retries, operator actions)."""
         for name, value in (("since", since), ("until", until)):
             if value is not None and value.tzinfo is None:
@@ -243,33 +265,43 @@ def build_router(
         summary="One signal with its events (operators)",
         responses=NOT_FOUND,
     )
-    async def signal_detail(request: Request, signal_id: str) -> dict[str, Any]:
+    async def signal_detail(request: Request, signal_id: str) -> Response:
         key = _uuid("signal_id", signal_id)
         found = await read(request, lambda rt: reads.get_signal(rt.engine, key))
         if found is None:
             raise ApiError(404, "not_found", "no such signal")
-        return found
+        return _json(found)
 
-    @router.get("/dead-letters", response_model=PageBody, summary="Dead signals, newest first")
+    @router.get(
+        "/dead-letters",
+        responses={200: {"model": PageBody}},
+        response_model=None,
+        summary="Dead signals, newest first",
+    )
     async def dead_letters(
         request: Request,
         delegate: Annotated[str | None, Query(max_length=128)] = None,
         cursor: Cursor = None,
         limit: Limit = 50,
-    ) -> Any:
+    ) -> Response:
         page = await read(
             request, lambda rt: reads.dead_letters(rt.engine, delegate, cursor, limit)
         )
         return _page(page)
 
-    @router.get("/timers", response_model=PageBody, summary="A delegate's timers")
+    @router.get(
+        "/timers",
+        responses={200: {"model": PageBody}},
+        response_model=None,
+        summary="A delegate's timers",
+    )
     async def timers(
         request: Request,
         delegate: Annotated[str, Query(max_length=128)] = "default",
         include_finished: bool = False,
         cursor: Cursor = None,
         limit: Limit = 50,
-    ) -> Any:
+    ) -> Response:
         page = await read(
             request,
             lambda rt: reads.timers_page(
@@ -282,7 +314,12 @@ def build_router(
         )
         return _page(page)
 
-    @router.get("/memories", response_model=PageBody, summary="A delegate's memories")
+    @router.get(
+        "/memories",
+        responses={200: {"model": PageBody}},
+        response_model=None,
+        summary="A delegate's memories",
+    )
     async def memories(
         request: Request,
         delegate: Annotated[str, Query(max_length=128)] = "default",
@@ -290,7 +327,7 @@ def build_router(
         include_superseded: bool = False,
         cursor: Cursor = None,
         limit: Limit = 50,
-    ) -> Any:
+    ) -> Response:
         page = await read(
             request,
             lambda rt: reads.memories_page(
@@ -304,8 +341,13 @@ def build_router(
         )
         return _page(page)
 
-    @router.get("/processors", response_model=PageBody, summary="Processors (never secrets)")
-    async def processors(request: Request, cursor: Cursor = None, limit: Limit = 50) -> Any:
+    @router.get(
+        "/processors",
+        responses={200: {"model": PageBody}},
+        response_model=None,
+        summary="Processors (never secrets)",
+    )
+    async def processors(request: Request, cursor: Cursor = None, limit: Limit = 50) -> Response:
         page = await read(request, lambda rt: reads.processors_page(rt.engine, cursor, limit))
         return _page(page)
 

@@ -99,8 +99,11 @@ class OperatorGate:
         ):
             return False
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        client = request.client.host if request.client else None
         try:
-            auth.authenticate(runtime, request.method, path, request.headers, b"")
+            auth.authenticate(runtime, request.method, path, request.headers, b"", client=client)
+        except auth.Throttled as throttled:
+            raise errors.rate_limited(throttled.retry_after) from None
         except (auth.AuthError, auth.Unavailable):
             return False
         return True

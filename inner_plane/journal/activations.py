@@ -58,6 +58,7 @@ _COLUMNS = (
     "finished_at", "signal_ids", "turn_id", "attempts", "error", "agent", "reply",
 )  # fmt: skip
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM activations"  # noqa: S608 - constant
+_SELECT_WITH_SEQ = f"SELECT seq, {', '.join(_COLUMNS)} FROM activations"  # noqa: S608
 
 
 def insert_activation(
@@ -150,13 +151,25 @@ class Activations:
         self.engine = engine
 
     def recent(self, delegate_id: str | None = None, limit: int = 50) -> list[ActivationRecord]:
-        where = "" if delegate_id is None else "WHERE delegate_id = :delegate"
+        return self.page(delegate_id, limit)[0]
+
+    def page(
+        self, delegate_id: str | None = None, limit: int = 50, before: int | None = None
+    ) -> tuple[list[ActivationRecord], int | None]:
+        """Newest first, keyset-paged by ``seq`` (ix_activations_seq, ix_activations_delegate_seq
+        let the scan stop after ``limit`` rows, however deep the page): ``before`` is the cursor
+        returned with the previous page, and the cursor returned is None on the last page."""
+        conditions = [] if delegate_id is None else ["delegate_id = :delegate"]
+        if before is not None:
+            conditions.append("seq < :before")
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         with self.engine.connect() as connection:
             rows = connection.execute(
-                text(f"{_SELECT} {where} ORDER BY seq DESC LIMIT :limit"),
-                {"delegate": delegate_id, "limit": limit},
+                text(f"{_SELECT_WITH_SEQ} {where} ORDER BY seq DESC LIMIT :limit"),
+                {"delegate": delegate_id, "limit": limit, "before": before},
             ).all()
-        return [ActivationRecord.from_row(row._mapping) for row in rows]
+        cursor = int(rows[-1].seq) if len(rows) == limit else None
+        return [ActivationRecord.from_row(row._mapping) for row in rows], cursor
 
     def get(self, activation_id: uuid.UUID) -> ActivationRecord | None:
         with self.engine.connect() as connection:

@@ -26,6 +26,11 @@ class ActivationJournal:
     def recent(self, delegate_id: str | None = None, limit: int = 50) -> list[ActivationRecord]:
         return self.activations.recent(delegate_id, limit)
 
+    def page(
+        self, delegate_id: str | None = None, limit: int = 50, before: int | None = None
+    ) -> tuple[list[ActivationRecord], int | None]:
+        return self.activations.page(delegate_id, limit, before)
+
     def get(self, activation_id: uuid.UUID) -> ActivationRecord | None:
         return self.activations.get(activation_id)
 

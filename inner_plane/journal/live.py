@@ -68,16 +68,18 @@ class LiveEvent:
         }
 
 
-_AFTER = text(
-    """
+_AFTER_TEMPLATE = """
     SELECT e.xid::text::bigint AS xid_number, e.id, e.at, e.delegate_id, e.topic, e.ids, e.data
       FROM live_events e
-     WHERE (e.xid, e.id) > (CAST(CAST(:xid AS text) AS xid8), :id)
+     WHERE (e.xid, e.id) > (CAST(CAST({xid} AS text) AS xid8), {id})
        AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
      ORDER BY e.xid, e.id
-     LIMIT :limit
-    """
-)
+     LIMIT {limit}
+"""
+_AFTER = text(_AFTER_TEMPLATE.format(xid=":xid", id=":id", limit=":limit"))
+# The same statement for a plain psycopg connection (the live feed's LISTEN connection reads
+# with it in autocommit: one round trip, no pool checkout, no BEGIN/COMMIT).
+_AFTER_DRIVER = _AFTER_TEMPLATE.format(xid="%(xid)s", id="%(id)s", limit="%(limit)s")
 
 _HORIZON = text(
     "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, "
@@ -103,6 +105,14 @@ def read_after(connection: Connection, after: Position, limit: int = 500) -> lis
         LiveEvent(Position(r.xid_number, r.id), r.at, r.delegate_id, r.topic, list(r.ids), r.data)
         for r in rows
     ]
+
+
+def read_after_driver(connection: Any, after: Position, limit: int = 500) -> list[LiveEvent]:
+    """:func:`read_after` on a psycopg connection (autocommit)."""
+    rows = connection.execute(
+        _AFTER_DRIVER, {"xid": after.xid, "id": after.id, "limit": limit}
+    ).fetchall()
+    return [LiveEvent(Position(r[0], r[1]), r[2], r[3], r[4], list(r[5]), r[6]) for r in rows]
 
 
 def horizon(connection: Connection) -> Position:

@@ -22,7 +22,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,8 @@ class Lane:
         self.policy = decide.LanePolicy.of(runtime.settings)
         self.leases = Leases(runtime.engine)
         self._connection: Connection | None = None
+        # The due window read at the end of the last activation's closing transaction.
+        self._window_after: claims.DueWindow | None = None
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
@@ -101,6 +104,7 @@ class Lane:
             lease_lost = self.heartbeat.begin(delegate_id, epoch, lock or None)
             reschedule: float | None = None
             self._connection = self.runtime.engine.connect()
+            self._window_after = None
             # Told at once when a user turn or interrupt for this delegate is journaled, so the
             # agent yields between stream events (the journal decides at the safe point).
             self._yield_hint = self.notices.watch(delegate_id)
@@ -134,6 +138,19 @@ class Lane:
         assert connection is not None, "only inside Lane.run"
         with connection.begin():
             yield connection
+
+    def _closing(self, delegate_id: str) -> Callable[[], AbstractContextManager[Connection]]:
+        """The transaction that closes an activation, which also reads the delegate's due
+        window before it commits: when nothing is due, the drain ends without a transaction of
+        its own (the check after the release still sees what arrives meanwhile)."""
+
+        @contextlib.contextmanager
+        def closing() -> Iterator[Connection]:
+            with self._transaction() as connection:
+                yield connection
+                self._window_after = claims.due_window(connection, delegate_id)
+
+        return closing
 
     def _lock(self, delegate_id: str) -> Any:
         """A held redis-py Lock, False if someone else holds it, None if Redis is unreachable
@@ -185,6 +202,11 @@ class Lane:
         """Read the due window (fenced), decide, and either return when to look again or open
         the next activation: claim its batch, insert its row and its first conversation
         event, all in one transaction."""
+        known, self._window_after = self._window_after, None
+        if known is not None and known.lease_epoch == epoch and not decide.takes_user_turn(known):
+            idle = decide.decide(known, self.policy, first=first, reason=reason)
+            if isinstance(idle, decide.Idle):
+                return idle.countdown
         activation_id = uuid.uuid4()
         with self._transaction() as connection:
             window = claims.due_window(connection, delegate_id)
@@ -315,7 +337,7 @@ class Lane:
             raise
         except Preempted as preempted:
             finish.interrupted(
-                self._transaction,
+                self._closing(activation.delegate_id),
                 step,
                 preempted.reason,
                 context,
@@ -325,7 +347,7 @@ class Lane:
             return
         except Exception as error:  # the agent or composer failed: bounded retry
             finish.failed(
-                self._transaction,
+                self._closing(activation.delegate_id),
                 self.settings,
                 step,
                 f"{type(error).__name__}: {error}",
@@ -335,7 +357,9 @@ class Lane:
                 getattr(error, "partial", None),
             )
             return
-        finish.completed(self._transaction, step, context, result, time.monotonic() - started)
+        finish.completed(
+            self._closing(activation.delegate_id), step, context, result, time.monotonic() - started
+        )
 
     def _compose_isolating(self, step: Step) -> WorkingContext:
         """Compose; if that fails, find the claimed signals that cannot be composed even alone,

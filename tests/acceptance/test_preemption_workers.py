@@ -1,7 +1,7 @@
 """Pre-emption inside a streaming model call, with a real `celery worker` running the Responses
-adapter against the strict local server: a user turn queued from this (another) process stops
-the in-flight call, and the turn is answered before the background work goes on. Checked from
-the journal and from what the server saw."""
+or the Chat Completions adapter against its strict local server: a user turn queued from this
+(another) process stops the in-flight call, and the turn is answered before the background work
+goes on. Checked from the journal and from what the server saw."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from inner_plane.journal.thoughtflow import get_thoughtflow
 from inner_plane.lane.user_turns import user_turn
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
-from tests.support.model_wire import Served, slow
+from tests.support.chat_wire import ChatReply, ChatServer, call
+from tests.support.model_wire import ModelServer, Served, slow
 from tests.support.processes import ChildProcess, celery_worker
 from tests.support.responses_wire import ResponsesServer, function_call, message
 from tests.support.stores import Stores
@@ -38,7 +39,7 @@ def _items(body: dict[str, Any], key: str, value: str) -> bool:
     return any(isinstance(i, dict) and i.get(key) == value for i in body.get("input") or [])
 
 
-def _policy(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _responses_policy(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if any(i.get("role") == "user" for i in conversation):
         return [message("Answered first.")]
     if any(i.get("type") == "function_call_output" for i in conversation):
@@ -46,16 +47,33 @@ def _policy(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [function_call("describe_background_activity", {})]
 
 
+def _chat_policy(messages: list[dict[str, Any]]) -> ChatReply:
+    if any(m.get("role") == "user" for m in messages):
+        return ChatReply(reasoning="a person asks", content="Answered first.")
+    calls = [call("describe_background_activity", {})]
+    if any(m.get("role") == "tool" for m in messages):
+        return ChatReply(content="never applied", tool_calls=calls)
+    return ChatReply(reasoning="look around", tool_calls=calls)
+
+
+def _second_background_step(body: dict[str, Any]) -> bool:
+    if "messages" in body:
+        roles = [m.get("role") for m in body["messages"]]
+        return "tool" in roles and "user" not in roles
+    return _items(body, "type", "function_call_output") and not _items(body, "role", "user")
+
+
+@pytest.mark.parametrize("api", ["responses", "chat_completions"])
 def test_a_user_turn_stops_an_in_flight_stream_and_is_answered_first(
-    runtime: Runtime, children: list[ChildProcess], log_dir: Path
+    runtime: Runtime, children: list[ChildProcess], log_dir: Path, api: str
 ) -> None:
-    server = ResponsesServer(policy=_policy)
-    # The background activation's second model call stalls: headers, then no events.
-    server.fault_for = lambda body: (
-        slow(stall_s=120)
-        if _items(body, "type", "function_call_output") and not _items(body, "role", "user")
-        else None
+    server: ModelServer = (
+        ResponsesServer(policy=_responses_policy)
+        if api == "responses"
+        else ChatServer(policy=_chat_policy)
     )
+    # The background activation's second model call stalls: headers, then no events.
+    server.fault_for = lambda body: slow(stall_s=120) if _second_background_step(body) else None
     stores = Stores(
         runtime.settings.database_url or "",
         runtime.settings.redis_url or "",
@@ -68,6 +86,7 @@ def test_a_user_turn_stops_an_in_flight_stream_and_is_answered_first(
             INNER_PLANE_OPENAI_BASE_URL=server.base_url,
             INNER_PLANE_OPENAI_MODEL="test-model",
             INNER_PLANE_OPENAI_API_KEY="unused",
+            INNER_PLANE_OPENAI_API=api,
             INNER_PLANE_BATCH_QUIET_MS="50",
             INNER_PLANE_BATCH_MAX_AGE_MS="300",
         )
@@ -77,10 +96,7 @@ def test_a_user_turn_stops_an_in_flight_stream_and_is_answered_first(
 
         background = publish(kind="task.completed", source="copilot", data={"task_id": "T9"})
         stalled: Served = wait_until(
-            lambda: next(
-                (s for s in server.served if _items(s.body, "type", "function_call_output")),
-                None,
-            ),
+            lambda: next((s for s in server.served if _second_background_step(s.body)), None),
             60,
             "the background activation's stalled call",
         )

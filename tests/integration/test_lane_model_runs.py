@@ -125,3 +125,27 @@ def test_a_turn_interrupts_a_streaming_call_and_is_answered_next(
     assert answered is not None and answered["trigger"] == "user_turn"
     # Nothing of the aborted step was applied: its tool call never ran.
     assert len(flow["tool_actions"]) == 1
+
+
+def test_a_permitted_interrupt_stops_a_streaming_call_too(
+    lane_runtime: Runtime, server: ResponsesServer
+) -> None:
+    publish(kind="task.completed", source="copilot", data={"task_id": "T1"})
+    server.policy = lambda conversation: [message("handled")]
+    # Only the first call (the background activation's) stalls.
+    server.faults = [slow(stall_s=60)]
+    lane = _lane(lane_runtime, server)
+    finished: list[LaneOutcome] = []
+    running = threading.Thread(target=lambda: finished.append(lane.run("default")), daemon=True)
+    running.start()
+    assert server.wait_for(lambda: len(server.served) == 1, 30)
+    alert = publish(kind="system.alert", source="ops", data={"disk": "full"})
+    running.join(30)
+    assert finished, "the lane run did not end"
+
+    assert server.served[0].closed_by_client_at is not None
+    journal = ActivationJournal(lane_runtime.engine)
+    first, second = (journal.get(i) for i in finished[0].activations[:2])
+    assert first is not None and first.state == "interrupted"
+    assert first.error == "interrupt-permitted signal waiting"
+    assert second is not None and second.trigger == "interrupt" and alert.id in second.signal_ids

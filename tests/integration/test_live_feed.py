@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -128,3 +129,14 @@ def test_events_name_ids_not_payloads(runtime: Runtime, api: str) -> None:
 def test_a_bad_last_event_id_is_refused(api: str) -> None:
     response = httpx.get(f"{api}/v1/events", headers={"Last-Event-ID": "nope"}, timeout=10)
     assert response.status_code == 422 and response.json()["field"] == "Last-Event-ID"
+
+
+def test_retention_drops_old_log_rows_only(runtime: Runtime) -> None:
+    with runtime.engine.begin() as connection:
+        live.raise_live(connection, "default", {"n": "old"})
+        connection.execute(text("UPDATE live_events SET at = now() - interval '2 days'"))
+        live.raise_live(connection, "default", {"n": "new"})
+    assert live.delete_older_than(runtime.engine, timedelta(days=1)) == 1
+    with runtime.engine.connect() as connection:
+        left = connection.execute(text("SELECT data FROM live_events")).scalars().all()
+    assert left == [{"n": "new"}]

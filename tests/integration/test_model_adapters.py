@@ -9,6 +9,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from inner_plane.agent.openai_responses import OpenAIResponsesAgent
 from inner_plane.agent.tool_loop import ToolLoopAgent
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
+from inner_plane.journal.leases import LeaseLost
 from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
@@ -431,3 +433,35 @@ def test_responses_agent_from_runtime_is_the_default(runtime: Runtime) -> None:
     assert isinstance(
         load_agent(build_runtime(settings, registry=runtime.registry)), OpenAIResponsesAgent
     )
+
+
+class LosingGuard(PreemptibleGuard):
+    def safe_point(self) -> None:
+        raise LeaseLost("default", 1, 2)
+
+
+def test_a_lost_lease_passes_through_and_a_crashing_tool_keeps_the_work_so_far(
+    runtime: Runtime, responses: ResponsesServer
+) -> None:
+    context, signal_id = _context(runtime)
+    _scripts(responses, signal_id)
+    with pytest.raises(LeaseLost):  # never wrapped: the lane must write nothing
+        _agent(runtime, responses).run(context, LosingGuard(context.activation.id))
+
+    agent = _agent(runtime, responses)
+    original = agent.tools.get("describe_background_activity")
+    assert original is not None
+
+    def crash(arguments: dict[str, Any], tool_context: Any) -> Any:
+        raise RuntimeError("journal unreachable")
+
+    agent.tools._tools[original.name] = replace(original, handler=crash)
+    responses.script = [
+        [function_call("settle_signal", _settle(signal_id))],
+        [function_call("describe_background_activity", {})],
+    ]
+    with pytest.raises(AgentRunFailed, match="journal unreachable") as failed:
+        agent.run(context, PreemptibleGuard(context.activation.id))
+    partial = failed.value.partial
+    assert [a["name"] for a in partial.tool_actions] == ["settle_signal"]
+    assert partial.usage["requests"] == 2 and partial.decision.startswith("failed")

@@ -209,7 +209,8 @@ def _exercise(rt: Runtime) -> None:
         for state in (None, "dead"):
             _, cursor = rt.signals.page(delegate, state, None, 5)
             rt.signals.page(delegate, state, None, 5, before=cursor)
-        journal.recent(delegate, 5)
+        _, page_cursor = journal.page(delegate, 5)
+        journal.page(delegate, 5, before=page_cursor)
     conversation.read_events(rt.engine, "p3", limit=20)
     thoughtflow.list_thoughtflows(rt.engine, "p3")
     journal.user_turn(uuid.uuid4())

@@ -9,6 +9,7 @@ from celery import shared_task
 
 from inner_plane import celery_bridge as names
 from inner_plane import logs
+from inner_plane.journal import live
 from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.runtime import get_runtime
 from inner_plane.timers import tick
@@ -26,4 +27,8 @@ def retention() -> int:
     age = timedelta(seconds=runtime.settings.retention_age_s)
     deleted = delete_finished_signals(runtime.engine, age)
     logs.emit("retention", source="beat", deleted=deleted, older_than_s=age.total_seconds())
+    # The live feed's log: a reconnecting reader can resume within this window.
+    window = timedelta(seconds=runtime.settings.live_retention_s)
+    feed = live.delete_older_than(runtime.engine, window)
+    logs.emit("retention", source="live_events", deleted=feed, older_than_s=window.total_seconds())
     return deleted
