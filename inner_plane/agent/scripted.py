@@ -2,11 +2,16 @@
 
 Configured by a JSON script (``INNER_PLANE_AGENT_SCRIPT`` for worker processes):
 ``{"steps": 2, "step_s": 0.1, "fail_kinds": ["test.poison"], "disposition": "acted",
+<<<<<<< HEAD
 "reply": "ok", "fail_while": "/tmp/flag",
 "calls": [{"name": "set_timer", "arguments": {"purpose": "p", "every_s": 60}}]}``
 (``fail_while``: fail only while that file exists; ``calls``: tool calls made through the
 plane's tool registry, one at the start of each step, as a model's would be: same effect keys,
 fence and ``caused_by``).
+=======
+"reply": "ok", "fail_while": "/tmp/flag", "user_turn_steps": 0}`` (``fail_while``: fail only
+while that file exists; ``user_turn_steps``: the steps of a user turn, if not ``steps``).
+>>>>>>> main
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class ScriptedAgent:
         self.runtime = runtime
         self.tools = tools
         self.steps = int(script.get("steps", 1))
+        turn_steps = script.get("user_turn_steps")
+        self.user_turn_steps = self.steps if turn_steps is None else int(turn_steps)
         self.step_s = float(script.get("step_s", 0.0))
         self.fail_kinds = set(script.get("fail_kinds", []))
         # Fail those kinds only while this file exists (a test removes it to let a retry pass).
@@ -60,7 +67,8 @@ class ScriptedAgent:
         self.seen.append(context)
         actions: list[dict[str, Any]] = []
         settlements: dict[Any, Settlement] = {}
-        for step in range(self.steps):
+        steps = self.steps if context.activation.user_message is None else self.user_turn_steps
+        for step in range(steps):
             if step < len(self.calls):
                 actions.append(self._call(step, context, guard, settlements))
             time.sleep(self.step_s)
@@ -76,7 +84,7 @@ class ScriptedAgent:
             reply=self.reply,
             decision="scripted",
             tool_actions=actions
-            or [{"tool": "scripted.step", "key": guard.effect_key(i)} for i in range(self.steps)],
+            or [{"tool": "scripted.step", "key": guard.effect_key(i)} for i in range(steps)],
         )
 
     def _call(
