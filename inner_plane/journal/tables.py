@@ -204,6 +204,32 @@ class UserTurnRow(Base):
     )
 
 
+class NotificationRow(Base):
+    """The notify_user outbox: one message per (delegate, effect key, channel)."""
+
+    __tablename__ = "notifications"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    effect_key: Mapped[str] = mapped_column(Text, nullable=False)
+    channel: Mapped[str] = mapped_column(Text, nullable=False)
+    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    subject: Mapped[str] = mapped_column(Text, nullable=False)
+    body: Mapped[str] = mapped_column(Text, nullable=False)
+    state: Mapped[str] = mapped_column(Text, nullable=False, server_default="sending")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("delegate_id", "effect_key", "channel"),
+        CheckConstraint("state IN ('sending', 'sent', 'failed')", name="state"),
+    )
+
+
 class SignalEventRow(Base):
     """Why a signal was or was not delivered yet: deferrals, claims, recoveries, retries."""
 

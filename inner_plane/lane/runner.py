@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -41,6 +42,8 @@ from inner_plane.lane import decide, finish
 from inner_plane.lane.guard import Heartbeat, LaneGuard
 from inner_plane.lane.notices import lane_notices
 from inner_plane.lane.records import Step, activation_fields, converse
+from inner_plane.outbound.channels import configured_channels
+from inner_plane.outbound.deliver import contact_on_dispositions
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
 
@@ -84,6 +87,8 @@ class Lane:
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
+        # Where escalated and needs_input dispositions reach the user (none: nobody).
+        self.contact_channels = configured_channels(runtime.settings)
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -335,7 +340,10 @@ class Lane:
         )
         started = time.monotonic()
         context: WorkingContext | None = None
-        logs.emit("started", **activation_fields(activation), agent=self.agent.name)
+        # Wake latency: from the oldest signal of the batch entering the journal to this start.
+        oldest = min((s.created_at for s in activation.signals), default=None)
+        waited = {} if oldest is None else {"waited_ms": _ms_since(oldest)}
+        logs.emit("started", **activation_fields(activation), agent=self.agent.name, **waited)
         try:
             context = self._compose_isolating(step)
             activation = step.activation
@@ -368,6 +376,19 @@ class Lane:
         finish.completed(
             self._closing(activation.delegate_id), step, context, result, time.monotonic() - started
         )
+        if self.contact_channels:
+            try:
+                contact_on_dispositions(
+                    self.runtime,
+                    self.contact_channels,
+                    activation,
+                    result.settlements,
+                    result.reply,
+                )
+            except LeaseLost:
+                raise
+            except Exception as error:  # contact is best effort; the settlement stands
+                logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
 
     def _compose_isolating(self, step: Step) -> WorkingContext:
         """Compose; if that fails, find the claimed signals that cannot be composed even alone,
@@ -418,3 +439,7 @@ class Lane:
             send_activate(self.runtime, delegate_id, countdown)
         except Exception as error:  # the sweeper recovers from the journal
             logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
+
+
+def _ms_since(moment: datetime) -> float:
+    return round(max(0.0, (datetime.now(UTC) - moment).total_seconds() * 1000), 1)

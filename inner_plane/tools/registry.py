@@ -142,10 +142,14 @@ def _load_reference(reference: str) -> ToolFactory:
 def build_registry(runtime: Runtime, extra: Iterable[ToolFactory] = ()) -> ToolRegistry:
     """The plane's tools, then entry-point tools, then INNER_PLANE_TOOLS, then ``extra``."""
     from inner_plane.tools.journal_tool import journal_tool
+    from inner_plane.tools.notify_tool import notify_tools
+    from inner_plane.tools.remember_tool import remember_tool
     from inner_plane.tools.settle import settle_tool
     from inner_plane.tools.timers_tool import timer_tools
 
-    registry = ToolRegistry([settle_tool(), journal_tool(), *timer_tools()])
+    registry = ToolRegistry(
+        [settle_tool(), journal_tool(), *timer_tools(), remember_tool(), *notify_tools(runtime)]
+    )
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         registry.add_from(runtime, entry.load())
     for reference in filter(None, (part.strip() for part in runtime.settings.tools.split(","))):

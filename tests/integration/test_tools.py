@@ -37,6 +37,7 @@ def test_registry_holds_plane_tools_and_configured_ones(runtime: Runtime) -> Non
         "set_timer",
         "cancel_timer",
         "list_timers",
+        "remember",
         "send_email",
     ]
     journal = registry.get("describe_background_activity")

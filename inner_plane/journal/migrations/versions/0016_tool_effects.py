@@ -2,8 +2,8 @@
 activation work, step and call, whatever reruns) and the activation that caused them; every
 activation records how deep in a chain of self-caused activations it is (the loop guard)
 
-Revision ID: 0015_tool_effects
-Revises: 0014_lease_liveness
+Revision ID: 0016_tool_effects
+Revises: 0015_notifications
 Create Date: 2026-12-01
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0015_tool_effects"
-down_revision = "0014_lease_liveness"
+revision = "0016_tool_effects"
+down_revision = "0015_notifications"
 branch_labels = None
 depends_on = None
 
