@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     retry_base_s: float = Field(default=1.0, gt=0)
     retry_max_s: float = Field(default=60.0, gt=0)
     wake_budget_per_hour: int = Field(default=60, ge=1)
+    # Loop guard along causes: an autonomous activation caused (through signals its tools or
+    # timers produced) by an activation caused by another ... is not run past this depth.
+    loop_chain_limit: int = Field(default=8, ge=1)
     sweep_interval_s: float = Field(default=10.0, gt=0)
     # Base agent; empty means "openai" when INNER_PLANE_OPENAI_MODEL is set, else "dry-run".
     agent: str = ""

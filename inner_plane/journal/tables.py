@@ -159,6 +159,8 @@ class ActivationRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     agent: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     reply: Mapped[str | None] = mapped_column(Text)
+    # How deep in a chain of activations causing each other (through signals) this one is.
+    chain_depth: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
 
     __table_args__ = (
         Index("ix_activations_delegate_seq", "delegate_id", "seq"),
