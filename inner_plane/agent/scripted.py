@@ -2,8 +2,8 @@
 
 Configured by a JSON script (``INNER_PLANE_AGENT_SCRIPT`` for worker processes):
 ``{"steps": 2, "step_s": 0.1, "fail_kinds": ["test.poison"], "disposition": "acted",
-"reply": "ok", "fail_while": "/tmp/flag"}`` (``fail_while``: fail only while that file
-exists).
+"reply": "ok", "fail_while": "/tmp/flag", "user_turn_steps": 0}`` (``fail_while``: fail only
+while that file exists; ``user_turn_steps``: the steps of a user turn, if not ``steps``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ class ScriptedAgent:
     def __init__(self, script: dict[str, Any] | None = None) -> None:
         script = script or {}
         self.steps = int(script.get("steps", 1))
+        turn_steps = script.get("user_turn_steps")
+        self.user_turn_steps = self.steps if turn_steps is None else int(turn_steps)
         self.step_s = float(script.get("step_s", 0.0))
         self.fail_kinds = set(script.get("fail_kinds", []))
         # Fail those kinds only while this file exists (a test removes it to let a retry pass).
@@ -42,7 +44,8 @@ class ScriptedAgent:
 
     def run(self, context: WorkingContext, guard: StepGuard) -> AgentResult:
         self.seen.append(context)
-        for _ in range(self.steps):
+        steps = self.steps if context.activation.user_message is None else self.user_turn_steps
+        for _ in range(steps):
             time.sleep(self.step_s)
             guard.safe_point()
         failing = [s.kind for s in context.activation.signals if s.kind in self.fail_kinds]
@@ -56,6 +59,6 @@ class ScriptedAgent:
             reply=self.reply,
             decision="scripted",
             tool_actions=[
-                {"tool": "scripted.step", "key": guard.effect_key(i)} for i in range(self.steps)
+                {"tool": "scripted.step", "key": guard.effect_key(i)} for i in range(steps)
             ],
         )

@@ -84,11 +84,16 @@ class Lane:
         outcome = LaneOutcome()
         lock = self._lock(delegate_id)
         if lock is False:
-            outcome.deferred = "busy"
-            logs.emit("deferred", delegate=delegate_id, reason="busy: activation lock held")
-            return outcome
+            # Held by a lane that runs, or by one that died (the Redis lock outlives it by up to
+            # the TTL): the lease decides, and takes over at once from a dead holder.
+            lock = None
+        # The run's own connection: its transactions, and the liveness lock held on it for as
+        # long as the lease (PostgreSQL frees the lock the moment this process dies).
+        self._connection = self.runtime.engine.connect()
         try:
-            taken = self.leases.take(delegate_id, self.holder, self.settings.lease_ttl_s)
+            taken = self.leases.take(
+                delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
+            )
             if taken is None:
                 outcome.deferred = "busy"
                 logs.emit("deferred", delegate=delegate_id, reason="busy: lease held")
@@ -96,7 +101,6 @@ class Lane:
             epoch, left_behind = taken
             lease_lost = self.heartbeat.begin(delegate_id, epoch, lock or None)
             reschedule: float | None = None
-            self._connection = self.runtime.engine.connect()
             self._window_after = None
             # Told at once when a user turn or interrupt for this delegate is journaled, so the
             # agent yields between stream events (the journal decides at the safe point).
@@ -111,15 +115,19 @@ class Lane:
             finally:
                 self.notices.unwatch(delegate_id, self._yield_hint)
                 self.heartbeat.end()
-                connection, self._connection = self._connection, None
-                connection.close()
                 if not outcome.lease_lost:
                     self.leases.release(delegate_id, epoch)
         finally:
+            connection, self._connection = self._connection, None
+            try:
+                self.leases.let_go(connection)
+            except Exception:  # a broken connection: dropping it frees the lock
+                connection.invalidate()
+            connection.close()
             if lock:
                 with contextlib.suppress(redis.RedisError, redis.exceptions.LockError):
                     lock.release()
-        if not outcome.lease_lost:
+        if not outcome.lease_lost and outcome.deferred is None:
             self._after_release(delegate_id, reschedule)
         return outcome
 

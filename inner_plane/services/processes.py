@@ -37,7 +37,7 @@ def celery_command(role: str, settings: Settings, concurrency: int | None = None
             *level,
         ]  # fmt: skip
     if role == "user_turns":
-        # Like the activation worker: one turn at a time per worker, the lease per delegate.
+        # Journals each turn at once and wakes the lane; it never runs an activation.
         return [
             *base, "worker", "-Q", names.USER_TURNS_QUEUE, "-n", "user_turns@%h",
             "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *level,
@@ -72,6 +72,11 @@ def default_processes(settings: Settings) -> list[ProcessSpec]:
             "activation-worker",
             [*inner, "worker", "activation"],
             "queue 'activation' (concurrency 1, prefetch 1)",
+        ),
+        ProcessSpec(
+            "user-turns-worker",
+            [*inner, "worker", "user_turns"],
+            "queue 'user_turns' (journals turns, never runs an activation)",
         ),
         ProcessSpec("periodic-worker", [*inner, "worker", "periodic"], "queue 'periodic'"),
         ProcessSpec("beat", [*inner, "beat"], "timers tick, sweeper, retention"),
