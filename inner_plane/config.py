@@ -170,7 +170,7 @@ class Settings(BaseSettings):
 
     @property
     def effective_broker_url(self) -> str:
-        url = self.broker_url or self.redis_url
+        url = self.broker_url or _kombu_redis_url(self.redis_url)
         if url is None:
             raise ConfigError(
                 "no broker: set INNER_PLANE_BROKER_URL or INNER_PLANE_REDIS_URL "
@@ -188,6 +188,17 @@ class Settings(BaseSettings):
         # Longer than any task may run, so Redis never redelivers a message whose task still runs
         # (a Redis broker only: RabbitMQ redelivers on a closed channel, not on a timer).
         return self.task_time_limit_s * 2 + 60
+
+
+def _kombu_redis_url(url: str | None) -> str | None:
+    """A redis-py URL as kombu spells it: a unix socket is ``redis+socket://PATH`` (its database
+    in ``virtual_host``); other URLs are the same."""
+    if url is None or not url.startswith("unix://"):
+        return url
+    path, _, query = url.removeprefix("unix://").partition("?")
+    params = dict(part.partition("=")[::2] for part in query.split("&") if part)
+    db = params.get("db", "0")
+    return f"redis+socket://{path}" + ("" if db == "0" else f"?virtual_host={db}")
 
 
 def _describe(error: ValidationError) -> str:

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -316,7 +317,10 @@ class Lane:
         )
         started = time.monotonic()
         context: WorkingContext | None = None
-        logs.emit("started", **activation_fields(activation), agent=self.agent.name)
+        # Wake latency: from the oldest signal of the batch entering the journal to this start.
+        oldest = min((s.created_at for s in activation.signals), default=None)
+        waited = {} if oldest is None else {"waited_ms": _ms_since(oldest)}
+        logs.emit("started", **activation_fields(activation), agent=self.agent.name, **waited)
         try:
             context = self.composer.compose(activation)
             guard.safe_point()
@@ -363,3 +367,7 @@ class Lane:
             send_activate(self.runtime, delegate_id, countdown)
         except Exception as error:  # the sweeper recovers from the journal
             logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
+
+
+def _ms_since(moment: datetime) -> float:
+    return round(max(0.0, (datetime.now(UTC) - moment).total_seconds() * 1000), 1)
