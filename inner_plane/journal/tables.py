@@ -194,6 +194,8 @@ class ActivationRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     agent: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     reply: Mapped[str | None] = mapped_column(Text)
+    # How deep in a chain of activations causing each other (through signals) this one is.
+    chain_depth: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
 
     __table_args__ = (
         CheckConstraint(f"state IN {ACTIVATION_STATES}", name="ck_activations_state"),
@@ -203,6 +205,13 @@ class ActivationRow(Base):
         # The wake budget counts a delegate's recent activations.
         Index("ix_activations_delegate_started", "delegate_id", "started_at"),
         Index("ix_activations_seq", "seq"),
+        # Migration 0017_retention_indexes: retention's oldest-first batches, the wake budget.
+        Index(
+            "ix_activations_finished_at",
+            "finished_at",
+            postgresql_where=text("state <> 'running'"),
+        ),
+        Index("ix_activations_started_at", "started_at"),
     )
 
 
@@ -238,6 +247,11 @@ class UserTurnRow(Base):
             "ix_user_turns_running", "delegate_id", postgresql_where=sa_text("state = 'running'")
         ),
         Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
+        Index(
+            "ix_user_turns_finished_at",
+            "finished_at",
+            postgresql_where=sa_text("state IN ('done', 'failed')"),
+        ),
     )
 
 
@@ -283,7 +297,10 @@ class SignalEventRow(Base):
     # The operator who caused the event (NULL: the plane itself).
     actor: Mapped[str | None] = mapped_column(Text)
 
-    __table_args__ = (Index("ix_signal_events_signal", "signal_id", "id"),)
+    __table_args__ = (
+        Index("ix_signal_events_signal", "signal_id", "id"),
+        Index("ix_signal_events_at", "at"),
+    )
 
 
 class OperatorRow(Base):

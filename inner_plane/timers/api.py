@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Connection
 
 from inner_plane import logs
 from inner_plane.journal.timers import TimerJournal, TimerNameTaken
@@ -99,10 +102,21 @@ def _static_info(spec: TimerSpec, state: dict[str, Any] | None, now: datetime) -
 
 
 def add_timer(
-    spec: TimerSpec | dict[str, Any], *, runtime: Runtime | None = None, created_by: str = "api"
+    spec: TimerSpec | dict[str, Any],
+    *,
+    runtime: Runtime | None = None,
+    created_by: str = "api",
+    effect_key: str | None = None,
+    caused_by: uuid.UUID | None = None,
+    fence: Callable[[Connection], None] | None = None,
 ) -> TimerInfo:
     """Store a dynamic timer. Raises TimerError (nothing stored) if it is invalid, its one-shot
-    time has passed, or its name is taken by an active timer of the delegate or a static one."""
+    time has passed, or its name is taken by an active timer of the delegate or a static one.
+
+    An agent's tool passes its call's ``effect_key`` (the timer that key already made is
+    returned, so a rerun makes no second one), the activation that ``caused_by`` it (carried by
+    its timer.due signals) and a ``fence`` run in the insert's transaction (a holder whose lease
+    was taken over stores nothing)."""
     spec = TimerSpec.parse(spec)
     runtime = runtime or get_runtime()
     journal = TimerJournal(runtime.engine)
@@ -117,7 +131,7 @@ def add_timer(
     if next_due is None:
         raise TimerError(spec.name, "schedule", "has no moment in the future")
     try:
-        row = journal.add(
+        row, created = journal.add(
             {
                 "id": uuid.uuid4(),
                 "delegate_id": spec.delegate_id,
@@ -136,13 +150,27 @@ def add_timer(
                 "created_by": created_by,
                 "next_due": next_due,
                 "created_at": now,
-            }
+                "effect_key": effect_key,
+                "caused_by": caused_by,
+            },
+            fence,
         )
     except TimerNameTaken:
         raise TimerError(
             spec.name, "name", f"an active timer of delegate {spec.delegate_id!r} has this name"
         ) from None
     info = _row_info(row)
+    if not created:
+        logs.emit(
+            "timer_effect_repeated",
+            kind=KIND,
+            source=SOURCE,
+            delegate=info.delegate_id,
+            timer=info.name,
+            timer_id=info.id,
+            effect_key=effect_key,
+        )
+        return info
     logs.emit(
         "timer_added",
         kind=KIND,
@@ -185,9 +213,14 @@ def get_timer(timer_id: uuid.UUID, *, runtime: Runtime | None = None) -> TimerIn
 
 
 def cancel_timer(
-    ref: str | uuid.UUID, *, delegate_id: str = "default", runtime: Runtime | None = None
+    ref: str | uuid.UUID,
+    *,
+    delegate_id: str = "default",
+    runtime: Runtime | None = None,
+    fence: Callable[[Connection], None] | None = None,
 ) -> TimerInfo:
-    """Cancel an active dynamic timer by id or by name (within ``delegate_id``)."""
+    """Cancel an active dynamic timer by id or by name (within ``delegate_id``); ``fence`` runs
+    in the cancel's transaction (an agent's tool)."""
     runtime = runtime or get_runtime()
     journal = TimerJournal(runtime.engine)
     timer_id: uuid.UUID | None = ref if isinstance(ref, uuid.UUID) else None
@@ -207,7 +240,7 @@ def cancel_timer(
                 ) from None
             timer_id = row["id"]
     assert timer_id is not None
-    cancelled = journal.cancel(timer_id)
+    cancelled = journal.cancel(timer_id, fence)
     if cancelled is None:
         existing = journal.get(timer_id)
         reason = "no such timer" if existing is None else f"is already {existing['state']}"
@@ -234,13 +267,21 @@ def set_timer(
     *,
     delegate_id: str = "default",
     runtime: Runtime | None = None,
+    effect_key: str | None = None,
+    caused_by: uuid.UUID | None = None,
+    fence: Callable[[Connection], None] | None = None,
 ) -> dict[str, Any]:
     """Create a dynamic timer for the delegate from the agent's arguments ("remind me at five");
     return it (with its next due time). Errors are TimerError with a message the model can read
-    and correct; nothing is stored on error."""
+    and correct; nothing is stored on error. From an agent's tool: ``effect_key`` makes it once
+    per call whatever reruns (and names it when no name is given), ``caused_by`` goes on its
+    signals, ``fence`` guards the insert."""
     runtime = runtime or get_runtime()
+    default_name = f"reminder-{uuid.uuid4().hex[:8]}"
+    if effect_key is not None:
+        default_name = "reminder-" + hashlib.sha256(effect_key.encode()).hexdigest()[:8]
     raw: dict[str, Any] = {
-        "name": name or f"reminder-{uuid.uuid4().hex[:8]}",
+        "name": name or default_name,
         "delegate_id": delegate_id,
         "purpose": purpose,
         "timezone": timezone or runtime.settings.delegate_timezone or "UTC",
@@ -248,4 +289,11 @@ def set_timer(
     for key, value in (("at", at), ("every_s", every_s), ("cron", cron)):
         if value is not None:
             raw[key] = value
-    return add_timer(TimerSpec.parse(raw), runtime=runtime, created_by="agent").public()
+    return add_timer(
+        TimerSpec.parse(raw),
+        runtime=runtime,
+        created_by="agent",
+        effect_key=effect_key,
+        caused_by=caused_by,
+        fence=fence,
+    ).public()

@@ -4,6 +4,8 @@ descriptions and JSON schemas the model sees live here; the timers service does 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from inner_plane.timers.api import cancel_timer, list_timers, set_timer
@@ -45,9 +47,19 @@ CANCEL_TIMER_PARAMETERS: dict[str, Any] = {
 
 
 def _set(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    # Once per call whatever reruns, refused (LeaseLost) once the lease was taken over, and
+    # its moments carry this activation as their cause.
+    # The arguments are part of the key: the same position asking for another timer (a user
+    # turn riding on a rerun batch) is another effect.
+    asked = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode())
     try:
         return set_timer(
-            **arguments, delegate_id=context.activation.delegate_id, runtime=context.runtime
+            **arguments,
+            delegate_id=context.activation.delegate_id,
+            runtime=context.runtime,
+            effect_key=f"{context.effect_key()}:{asked.hexdigest()[:12]}",
+            caused_by=context.caused_by,
+            fence=context.fence,
         )
     except (TimerError, TypeError) as error:
         raise ToolError(str(error)) from None
@@ -59,6 +71,7 @@ def _cancel(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
             str(arguments.get("name", "")),
             delegate_id=context.activation.delegate_id,
             runtime=context.runtime,
+            fence=context.fence,
         ).public()
     except TimerError as error:
         raise ToolError(str(error)) from None
