@@ -6,10 +6,12 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+
+from inner_plane.journal import tolerant
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -63,8 +65,14 @@ def get_engine(url: str, pool_size: int = 5) -> Engine:
                     pool_timeout=10,
                     connect_args={"connect_timeout": 5, "application_name": "inner-plane"},
                 )
+                # Whatever a row holds reads back (an odd row is quarantined, not a crash).
+                event.listen(engine, "connect", _tolerant_readers)
                 _engines[key] = engine
     return engine
+
+
+def _tolerant_readers(dbapi_connection: Any, _record: Any) -> None:
+    tolerant.install(dbapi_connection)
 
 
 def single_statement(engine: Engine) -> Connection:

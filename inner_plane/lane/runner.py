@@ -16,6 +16,7 @@ activation ends is carried out by :mod:`inner_plane.lane.finish`. The lane is bu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -44,6 +45,7 @@ from inner_plane.lane.records import Step, activation_fields, converse
 from inner_plane.outbound.channels import configured_channels
 from inner_plane.outbound.deliver import contact_on_dispositions
 from inner_plane.runtime import Runtime
+from inner_plane.signals.model import Signal
 
 MAX_COUNTDOWN_S = decide.MAX_COUNTDOWN_S
 
@@ -53,6 +55,11 @@ class LaneOutcome:
     activations: list[uuid.UUID] = field(default_factory=list)
     deferred: str | None = None
     lease_lost: bool = False
+
+
+def _log_quarantined(quarantined: list[claims.Quarantined], activation_id: uuid.UUID) -> None:
+    for item in quarantined:
+        logs.emit("quarantined", **item.fields, reason=item.reason, activation=activation_id)
 
 
 def holder_name() -> str:
@@ -261,9 +268,20 @@ class Lane:
                     "deferred", delegate=delegate_id, reason="user turn waiting", turn=turn.id
                 )
             dead = claims.kill_exhausted(connection, delegate_id) if window.exhausted else []
-            claimed = claims.claim(
-                connection, delegate_id, activation_id, self.settings.batch_limit
+            batch = claims.claim_batch(
+                connection,
+                delegate_id,
+                activation_id,
+                self.settings.batch_limit,
+                # A user turn breaks a chain: the loop guard follows autonomous work only.
+                chain_limit=self.settings.loop_chain_limit if turn is None else None,
             )
+            claimed = batch.signals
+            _log_quarantined(batch.quarantined, activation_id)
+            for item in batch.stopped:
+                logs.emit(
+                    "loop_stopped", **item.fields, reason=item.reason, activation=activation_id
+                )
             if turn is None and not claimed:
                 for signal in dead:
                     logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
@@ -280,6 +298,7 @@ class Lane:
                 turn_id=None if turn is None else turn.id,
                 attempts=max((s.attempts for s in claimed), default=1),
                 agent=getattr(self.agent, "name", type(self.agent).__name__),
+                chain_depth=batch.chain_depth,
             )
             activation = Activation(
                 id=activation_id,
@@ -326,7 +345,8 @@ class Lane:
         waited = {} if oldest is None else {"waited_ms": _ms_since(oldest)}
         logs.emit("started", **activation_fields(activation), agent=self.agent.name, **waited)
         try:
-            context = self.composer.compose(activation)
+            context = self._compose_isolating(step)
+            activation = step.activation
             guard.safe_point()
             result = self.agent.run(context, guard)
         except LeaseLost:
@@ -369,6 +389,41 @@ class Lane:
                 raise
             except Exception as error:  # contact is best effort; the settlement stands
                 logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
+
+    def _compose_isolating(self, step: Step) -> WorkingContext:
+        """Compose; if that fails, find the claimed signals that cannot be composed even alone,
+        quarantine each of them (fenced), and compose the rest. A failure no single signal
+        explains is the activation's (bounded retry), as before."""
+        activation = step.activation
+        try:
+            return self.composer.compose(activation)
+        except (LeaseLost, Preempted):
+            raise
+        except Exception:
+            if not activation.signals:
+                raise
+        culprits: list[tuple[Signal, str]] = []
+        for signal in activation.signals:
+            alone = dataclasses.replace(activation, signals=(signal,), user_message=None)
+            try:
+                self.composer.compose(alone)
+            except (LeaseLost, Preempted):
+                raise
+            except Exception as error:
+                culprits.append((signal, f"cannot be composed: {type(error).__name__}: {error}"))
+        if not culprits:
+            return self.composer.compose(activation)  # raises again: the activation failed
+        with self._transaction() as connection:
+            fence(connection, activation.delegate_id, activation.epoch)
+            claims.quarantine(connection, activation.id, [(s.id, r) for s, r in culprits])
+        _log_quarantined(
+            [claims.Quarantined(s.id, logs.of_signal(s), r) for s, r in culprits], activation.id
+        )
+        bad = {s.id for s, _ in culprits}
+        step.activation = dataclasses.replace(
+            activation, signals=tuple(s for s in activation.signals if s.id not in bad)
+        )
+        return self.composer.compose(step.activation)
 
     # --- after the lease is released -------------------------------------------------------
 
