@@ -167,7 +167,7 @@ class ActivationRow(Base):
         Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
         Index("ix_activations_delegate_started", "delegate_id", "started_at"),
         Index("ix_activations_seq", "seq"),
-        # Migration 0016_retention_indexes: retention's oldest-first batches, the wake budget.
+        # Migration 0017_retention_indexes: retention's oldest-first batches, the wake budget.
         Index(
             "ix_activations_finished_at",
             "finished_at",
