@@ -97,7 +97,15 @@ class Settings(BaseSettings):
     timers_grace_s: float = Field(default=60.0, ge=0)  # lateness still "on time"
     timers_leader_lock: bool = True  # Redis lock skipping redundant ticks (dedup is the guard)
     timers_batch: int = Field(default=500, ge=1, le=10_000)
-    retention_age_s: float = Field(default=30 * 86_400, gt=0)
+    # Retention: each table keeps finished rows this long (seconds); see docs/operations.md.
+    retention_age_s: float = Field(default=30 * 86_400, gt=0)  # finished signals
+    retention_signal_events_s: float = Field(default=30 * 86_400, gt=0)
+    retention_activations_s: float = Field(default=30 * 86_400, gt=0)
+    retention_thoughtflows_s: float = Field(default=7 * 86_400, gt=0)  # full model inputs
+    retention_conversation_events_s: float = Field(default=90 * 86_400, gt=0)
+    retention_user_turns_s: float = Field(default=90 * 86_400, gt=0)
+    retention_keep_messages: int = Field(default=100, ge=0)  # newest per conversation, always
+    retention_batch: int = Field(default=5_000, ge=1, le=100_000)
     retention_interval_s: float = Field(default=3_600, gt=0)
     # How long the live feed's log keeps events: an SSE client that reconnects within it (with
     # Last-Event-ID) misses nothing; one that comes back later is told to reload.

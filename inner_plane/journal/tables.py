@@ -167,6 +167,13 @@ class ActivationRow(Base):
         Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
         Index("ix_activations_delegate_started", "delegate_id", "started_at"),
         Index("ix_activations_seq", "seq"),
+        # Migration 0017_retention_indexes: retention's oldest-first batches, the wake budget.
+        Index(
+            "ix_activations_finished_at",
+            "finished_at",
+            postgresql_where=text("state <> 'running'"),
+        ),
+        Index("ix_activations_started_at", "started_at"),
     )
 
 
@@ -201,6 +208,11 @@ class UserTurnRow(Base):
             "ix_user_turns_running", "delegate_id", postgresql_where=sa_text("state = 'running'")
         ),
         Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
+        Index(
+            "ix_user_turns_finished_at",
+            "finished_at",
+            postgresql_where=sa_text("state IN ('done', 'failed')"),
+        ),
     )
 
 
@@ -245,6 +257,8 @@ class SignalEventRow(Base):
     activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     # The operator who caused the event (NULL: the plane itself).
     actor: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_signal_events_at", "at"),)
 
 
 class OperatorRow(Base):
