@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 from celery.beat import PersistentScheduler
+from celery.schedules import schedstate, schedule
 from celery.signals import beat_init
 
 from inner_plane import celery_bridge as names
@@ -19,10 +20,50 @@ from inner_plane.timers.spec import TimerError
 from inner_plane.timers.static import load_static_timers, timers_file
 
 
-def _periodic(task: str, every_s: float) -> dict[str, Any]:
+def timers_due() -> bool:
+    """Whether any timer, static or dynamic, has a moment due now (the database clock). Beat asks
+    this every tick period and sends the tick task only when something is due, so an idle tick
+    costs two indexed queries in beat and leaves no message, log line or Flower entry."""
+    from inner_plane.journal.timers import TimerJournal
+    from inner_plane.runtime import get_runtime
+    from inner_plane.timers.spec import EPOCH
+    from inner_plane.timers.tick import static_timers
+
+    runtime = get_runtime()
+    journal = TimerJournal(runtime.engine)
+    now = journal.now()
+    if journal.due_ids(now, 1):
+        return True
+    specs, _ = static_timers(timers_file(runtime.settings)).get()
+    if not specs:
+        return False
+    states = journal.static_states([spec.name for spec in specs])
+    for spec in specs:
+        state = states.get(spec.name)
+        if state is None:
+            return True  # never ticked: the tick registers it
+        cursor = state["last_moment"] or state["first_seen_at"]
+        upcoming = spec.schedule(EPOCH).next_after(cursor)
+        if upcoming is not None and upcoming <= now:
+            return True
+    return False
+
+
+class WhenTimersDue(schedule):  # type: ignore[misc]
+    """Checked every ``run_every``; due only when a timer is (fails open: ticks on error)."""
+
+    def is_due(self, last_run_at: Any) -> schedstate:
+        try:
+            due = timers_due()
+        except Exception:
+            due = True
+        return schedstate(due, self.run_every.total_seconds())
+
+
+def _periodic(task: str, every_s: float, when: Any = None) -> dict[str, Any]:
     return {
         "task": task,
-        "schedule": every_s,
+        "schedule": when or every_s,
         # A tick left in the queue while the periodic worker was down is stale: drop it rather
         # than run a backlog of them (the next tick catches up from the journal anyway).
         "options": {"queue": names.PERIODIC_QUEUE, "expires": max(5.0, every_s * 5)},
@@ -32,7 +73,11 @@ def _periodic(task: str, every_s: float) -> dict[str, Any]:
 def celery_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     """The ``beat_schedule`` of the Celery app."""
     return {
-        "timers-tick": _periodic(names.TIMERS_TICK_TASK, settings.timers_tick_s),
+        "timers-tick": _periodic(
+            names.TIMERS_TICK_TASK,
+            settings.timers_tick_s,
+            WhenTimersDue(settings.timers_tick_s),
+        ),
         "lane-sweep": _periodic(names.SWEEP_TASK, settings.sweep_interval_s),
         "journal-retention": _periodic(names.RETENTION_TASK, settings.retention_interval_s),
     }

@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     retry_base_s: float = Field(default=1.0, gt=0)
     retry_max_s: float = Field(default=60.0, gt=0)
     wake_budget_per_hour: int = Field(default=60, ge=1)
+    # Loop guard along causes: an autonomous activation caused (through signals its tools or
+    # timers produced) by an activation caused by another ... is not run past this depth.
+    loop_chain_limit: int = Field(default=8, ge=1)
     sweep_interval_s: float = Field(default=10.0, gt=0)
     # Base agent; empty means "openai" when INNER_PLANE_OPENAI_MODEL is set, else "dry-run".
     agent: str = ""
@@ -94,11 +97,34 @@ class Settings(BaseSettings):
     timers_grace_s: float = Field(default=60.0, ge=0)  # lateness still "on time"
     timers_leader_lock: bool = True  # Redis lock skipping redundant ticks (dedup is the guard)
     timers_batch: int = Field(default=500, ge=1, le=10_000)
-    retention_age_s: float = Field(default=30 * 86_400, gt=0)
+    # Retention: each table keeps finished rows this long (seconds); see docs/operations.md.
+    retention_age_s: float = Field(default=30 * 86_400, gt=0)  # finished signals
+    retention_signal_events_s: float = Field(default=30 * 86_400, gt=0)
+    retention_activations_s: float = Field(default=30 * 86_400, gt=0)
+    retention_thoughtflows_s: float = Field(default=7 * 86_400, gt=0)  # full model inputs
+    retention_conversation_events_s: float = Field(default=90 * 86_400, gt=0)
+    retention_user_turns_s: float = Field(default=90 * 86_400, gt=0)
+    retention_keep_messages: int = Field(default=100, ge=0)  # newest per conversation, always
+    retention_batch: int = Field(default=5_000, ge=1, le=100_000)
     retention_interval_s: float = Field(default=3_600, gt=0)
     # How long the live feed's log keeps events: an SSE client that reconnects within it (with
     # Last-Event-ID) misses nothing; one that comes back later is told to reload.
     live_retention_s: float = Field(default=86_400, gt=0)
+
+    # Outbound contact (the notify_user tool; escalated and needs_input dispositions). A channel
+    # is on when configured: SMTP through the standard library to notify_smtp_host, and a
+    # webhook POSTed with an HMAC-SHA256 signature of its body (X-Inner-Plane-Signature).
+    notify_smtp_host: str | None = None
+    notify_smtp_port: int = Field(default=25, ge=1, le=65535)
+    notify_smtp_starttls: bool = False
+    notify_smtp_username: str | None = None
+    notify_smtp_password: str | None = None
+    notify_smtp_from: str = "inner-plane@localhost"
+    notify_smtp_to: str | None = None  # comma-separated recipients: the user
+    notify_webhook_url: str | None = None
+    notify_webhook_secret: str | None = None
+    notify_webhook_attempts: int = Field(default=4, ge=1, le=10)
+    notify_timeout_s: float = Field(default=10.0, gt=0)
 
     # Operator endpoints started by `inner-plane up`.
     flower_port: int = Field(default=5555, ge=1, le=65535)
@@ -136,6 +162,23 @@ class Settings(BaseSettings):
             raise ValueError("must be a redis://, rediss://, unix://, amqp:// or amqps:// URL")
         return value
 
+    @field_validator("notify_webhook_url")
+    @classmethod
+    def _webhook_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _notify_channels(self) -> Settings:
+        if self.notify_smtp_host and not self.notify_smtp_to:
+            raise ValueError("notify_smtp_to: required when notify_smtp_host is set")
+        if self.notify_webhook_url and not self.notify_webhook_secret:
+            raise ValueError("notify_webhook_secret: required when notify_webhook_url is set")
+        return self
+
     @field_validator("delegate_timezone")
     @classmethod
     def _timezone(cls, value: str) -> str:
@@ -170,7 +213,7 @@ class Settings(BaseSettings):
 
     @property
     def effective_broker_url(self) -> str:
-        url = self.broker_url or self.redis_url
+        url = self.broker_url or _kombu_redis_url(self.redis_url)
         if url is None:
             raise ConfigError(
                 "no broker: set INNER_PLANE_BROKER_URL or INNER_PLANE_REDIS_URL "
@@ -188,6 +231,17 @@ class Settings(BaseSettings):
         # Longer than any task may run, so Redis never redelivers a message whose task still runs
         # (a Redis broker only: RabbitMQ redelivers on a closed channel, not on a timer).
         return self.task_time_limit_s * 2 + 60
+
+
+def _kombu_redis_url(url: str | None) -> str | None:
+    """A redis-py URL as kombu spells it: a unix socket is ``redis+socket://PATH`` (its database
+    in ``virtual_host``); other URLs are the same."""
+    if url is None or not url.startswith("unix://"):
+        return url
+    path, _, query = url.removeprefix("unix://").partition("?")
+    params = dict(part.partition("=")[::2] for part in query.split("&") if part)
+    db = params.get("db", "0")
+    return f"redis+socket://{path}" + ("" if db == "0" else f"?virtual_host={db}")
 
 
 def _describe(error: ValidationError) -> str:

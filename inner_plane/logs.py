@@ -12,11 +12,12 @@ line back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from enum import Enum
 from typing import IO, Any
@@ -28,6 +29,22 @@ STABLE_FIELDS = ("event", "id", "kind", "source", "mode", "priority", "delegate"
 _lock = threading.Lock()
 _stream: IO[str] | None = None
 _format: str | None = None
+# Called with every record after it is written (the metrics recorder counts them).
+Observer = Callable[[str, dict[str, Any]], None]
+_observers: list[Observer] = []
+
+
+def observe(observer: Observer) -> None:
+    """Register ``observer(event, fields)`` for every record written from now on."""
+    if observer not in _observers:
+        _observers.append(observer)
+
+
+def _notify(entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    for observer in _observers:
+        for event, fields in entries:
+            with contextlib.suppress(Exception):
+                observer(event, fields)
 
 
 def configure(log_format: str | None = None, stream: IO[str] | None = None) -> None:
@@ -177,12 +194,16 @@ def emit(event: str, **fields: Any) -> dict[str, Any]:
     """Write one line: the stable fields first, in order, then the rest."""
     ordered = _ordered(event, fields)
     _write(format_line(ordered, _current_format()) + "\n")
+    if _observers:
+        _notify([(event, fields)])
     return ordered
 
 
 def emit_many(entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Write one line per ``(event, fields)``, exactly as :func:`emit` would, with one write and
     one flush for all of them (a batch of publications)."""
+    if _observers:
+        entries = list(entries)
     if _current_format() == "json":
         lines = [format_line(_ordered(event, fields), "json") for event, fields in entries]
     else:
@@ -190,6 +211,8 @@ def emit_many(entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
     if lines:
         lines.append("")
         _write("\n".join(lines))
+    if _observers:
+        _notify(entries)
 
 
 _DECODER = json.JSONDecoder()

@@ -59,3 +59,14 @@ def beat_last_tick() -> str:
     """Unix time (Redis server clock, seconds) of beat's latest scheduler loop: the liveness
     that `inner-plane health beat`, `status` and /metrics read."""
     return f"{PREFIX}beat:last_tick"
+
+
+def metric_counters() -> str:
+    """Hash of the plane's counters, ``metric|label=value|...`` -> count, added to by every
+    process (workers, API, beat) and read by any API process at scrape time."""
+    return f"{PREFIX}metrics:counters"
+
+
+def metric_sources() -> str:
+    """Set of the signal sources that have their own series (bounded; others count as other)."""
+    return f"{PREFIX}metrics:sources"

@@ -53,6 +53,10 @@ def build_runtime(
 
         settings = resolve_services(settings)
     assert settings.database_url is not None and settings.redis_url is not None
+    # Every process with a runtime counts its records into the shared metrics (services/metrics).
+    from inner_plane.services.metrics import install as install_metrics
+
+    install_metrics(settings.redis_url)
     engine = get_engine(settings.database_url, settings.db_pool_size)
     if check:
         check_schema(engine, settings.database_url)

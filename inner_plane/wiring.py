@@ -26,7 +26,9 @@ AgentFactory = Callable[[Runtime], BaseAgent]
 
 _agents: dict[str, AgentFactory] = {
     "standin": lambda runtime: StandinAgent(),
-    "scripted": lambda runtime: ScriptedAgent.from_json(runtime.settings.agent_script),
+    "scripted": lambda runtime: ScriptedAgent.from_json(
+        runtime.settings.agent_script, runtime, build_registry(runtime)
+    ),
     "dry-run": lambda runtime: DryRunAgent(),
     "openai": lambda runtime: _model_agent(runtime),
 }

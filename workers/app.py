@@ -50,8 +50,9 @@ def configure(app: Celery, settings: Settings) -> None:
         # Keep retrying the broker at start instead of crashing the worker.
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
-        # Queues: signals (ingest), activation (one per delegate, concurrency 1), user turns,
-        # periodic (beat's housekeeping); quorum queues on RabbitMQ (celery_bridge.task_queues).
+        # Queues: signals (ingest), activation (one per delegate, concurrency 1), user turns
+        # (journaled at once by a worker that never runs an activation), periodic (beat's
+        # housekeeping); quorum queues on RabbitMQ (celery_bridge.task_queues).
         task_queues=names.task_queues(settings.effective_broker_url),
         task_default_queue=names.SIGNALS_QUEUE,
         task_routes={
@@ -59,7 +60,7 @@ def configure(app: Celery, settings: Settings) -> None:
             names.PUBLISH_MANY_TASK: {"queue": names.SIGNALS_QUEUE},
             names.REPORT_TASK_TASK: {"queue": names.SIGNALS_QUEUE},
             names.ACTIVATE_TASK: {"queue": names.ACTIVATION_QUEUE},
-            names.USER_TURN_TASK: {"queue": names.ACTIVATION_QUEUE},
+            names.USER_TURN_TASK: {"queue": names.USER_TURNS_QUEUE},
             names.SWEEP_TASK: {"queue": names.PERIODIC_QUEUE},
             names.TIMERS_TICK_TASK: {"queue": names.PERIODIC_QUEUE},
             names.RETENTION_TASK: {"queue": names.PERIODIC_QUEUE},

@@ -181,9 +181,10 @@ def main() -> None:
         sys.stderr.write(f"inner-plane: error: {error}\n")
         sys.exit(2)
     except Exception as error:
-        # Errors that name their cause (schema not migrated, embedded server failed) end as one
-        # line; anything else keeps its traceback.
-        if type(error).__name__ in {"SchemaError", "EmbeddedServiceError"}:
+        # Errors that name their cause (schema not migrated, embedded server failed or busy,
+        # the plane's Redis down) end as one line; anything else keeps its traceback.
+        names = {cls.__name__ for cls in type(error).__mro__}
+        if names & {"SchemaError", "EmbeddedServiceError"}:
             sys.stderr.write(f"inner-plane: error: {error}\n")
             sys.exit(1)
         raise

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from inner_plane.cli.common import fail, print_json, runtime
+from inner_plane.cli.common import fail, print_json, require_plane, runtime
 from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.lane.user_turns import user_turn
 from inner_plane.signals.model import SignalError
@@ -79,6 +79,7 @@ def say(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send a user turn to a delegate through the activation lane."""
+    require_plane()  # the turn is answered by the plane's activation worker
     try:
         turn_id = user_turn(delegate, text, channel, runtime())
     except SignalError as error:

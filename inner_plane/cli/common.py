@@ -29,6 +29,14 @@ def settings() -> Settings:
     return load_settings()
 
 
+def require_plane() -> None:
+    """For commands that hand work to the plane's workers: with no store URLs configured, a plane
+    must run on the data dir (else one line, exit 1, instead of starting a second stack)."""
+    from inner_plane.cli.locate import plane_settings
+
+    plane_settings()
+
+
 _runtime: Runtime | None = None
 
 

@@ -18,8 +18,6 @@ health_app = typer.Typer(
     no_args_is_help=True,
 )
 
-WORKER_ROLES = ("signals", "activation", "periodic")
-
 
 def _answer(ok: bool, what: str, detail: str) -> NoReturn:
     typer.echo(f"{'ok' if ok else 'unhealthy'}: {what}: {detail}")
@@ -30,7 +28,7 @@ def _answer(ok: bool, what: str, detail: str) -> NoReturn:
 def worker(
     role: Annotated[
         str | None,
-        typer.Argument(help="signals, activation or periodic (default: the --queue's worker)"),
+        typer.Argument(help="signals, activation, user_turns or periodic (default: the --queue's)"),
     ] = None,
     queue: Annotated[
         str | None, typer.Option("--queue", "-Q", help="Also require this queue consumed")

@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from inner_plane import celery_bridge, logs
-from inner_plane.attention.wakes import schedule_wake
-from inner_plane.cli.common import fail, print_json, runtime
-from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.publish import publish_drafts, validate, wire_form, with_stable_identity
+from inner_plane.cli.common import fail, print_json, require_plane, runtime
 from inner_plane.signals.model import Mode, SignalError, State, Trust
+
+# Celery, the publish path and the lane load only in the commands that use them, so reading the
+# journal (`signals show`, `signals list`) starts fast.
 
 signals_app = typer.Typer(help="Read and act on the signal journal.", no_args_is_help=True)
 
@@ -73,6 +73,10 @@ def publish_command(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Publish one inner signal (through the Celery `signals` queue unless --direct)."""
+    from inner_plane import celery_bridge
+    from inner_plane.publish import publish_drafts, validate, wire_form, with_stable_identity
+    from inner_plane.signals.kinds import settle
+
     raw: dict[str, Any] = {
         "kind": kind,
         "source": source,
@@ -97,11 +101,23 @@ def publish_command(
         draft = validate(raw, via="cli")
     except SignalError as error:
         fail(str(error))
+    if not direct:
+        require_plane()
     rt = runtime()
+    # The mode the kind's policy gives it, and whether a requested interrupt was downgraded.
+    policy = rt.registry.policy_for(draft.kind, draft.mode)
+    effective, _, _, downgraded = settle(
+        policy, draft.mode, draft.priority, draft.expires_at, datetime.now(UTC)
+    )
+    modes = {
+        "mode": effective.value,
+        "requested_mode": None if draft.mode is None else draft.mode.value,
+        "downgraded": downgraded,
+    }
     if direct:
         result = publish_drafts([draft], rt, via="cli")[0]
         if as_json:
-            print_json(result.public())
+            print_json({**result.public(), **modes})
         else:
             state = "deduplicated" if result.deduplicated else "published"
             typer.echo(f"{state} {result.id} ({result.kind}, mode {result.mode.value})")
@@ -110,7 +126,7 @@ def publish_command(
     assert draft.id is not None
     existed = bool(rt.signals.existing_ids([draft.id]))
     task_id = celery_bridge.send_publish(rt.settings, wire_form(draft))
-    output: dict[str, Any] = {"task_id": task_id}
+    output: dict[str, Any] = {"task_id": task_id, **modes}
     if wait:
         deadline = time.monotonic() + 30
         while not rt.signals.existing_ids([draft.id]):
@@ -166,6 +182,8 @@ def show_signal(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one signal with its full record."""
+    from inner_plane.journal.lane_view import ActivationJournal
+
     row = runtime().signals.get(_parse_id(signal_id))
     if row is None:
         fail(f"no signal {signal_id}", 1)
@@ -196,6 +214,10 @@ def show_signal(
 @signals_app.command("retry")
 def retry_signal(signal_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Bring a dead, dismissed or expired signal back to pending with fresh attempts."""
+    from inner_plane import logs
+    from inner_plane.attention.wakes import schedule_wake
+    from inner_plane.journal.lane_view import ActivationJournal
+
     journal = ActivationJournal(runtime().engine)
     signal = journal.retry_signal(_parse_id(signal_id))
     if signal is None:
@@ -212,6 +234,8 @@ def dismiss_signal(
     reason: Annotated[str, typer.Option("--reason")] = "dismissed by operator",
 ) -> None:
     """Settle a pending or dead signal as dismissed."""
+    from inner_plane.journal.lane_view import ActivationJournal
+
     journal = ActivationJournal(runtime().engine)
     signal = journal.dismiss_signal(_parse_id(signal_id), reason)
     if signal is None:

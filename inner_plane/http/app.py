@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane.config import load_settings
-from inner_plane.http import errors, operator_api, ui
+from inner_plane.http import errors, metrics, operator_api, ui
 from inner_plane.http.errors import ApiError, AsciiJSONResponse
 from inner_plane.http.intake import (
     JOURNAL_DOWN,
@@ -190,6 +190,7 @@ def create_app(
     app.add_exception_handler(ApiError, errors.handle_api_error)
     app.include_router(operator_api.build_router(runtime_factory, gate, feed))
     app.include_router(ui.build_router(runtime_factory, gate))
+    app.include_router(metrics.build_router(runtime_factory))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
 
     app.add_middleware(ui.SecurityHeaders)

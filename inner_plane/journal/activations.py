@@ -74,14 +74,17 @@ def insert_activation(
     turn_id: uuid.UUID | None,
     attempts: int,
     agent: str,
+    chain_depth: int = 0,
 ) -> datetime:
     started: datetime = connection.execute(
         text(
             """
             INSERT INTO activations (id, delegate_id, trigger, reason, epoch, holder, state,
-                                     started_at, signal_ids, turn_id, attempts, agent)
+                                     started_at, signal_ids, turn_id, attempts, agent,
+                                     chain_depth)
             VALUES (:id, :delegate, :trigger, :reason, :epoch, :holder, 'running',
-                    clock_timestamp(), CAST(:signal_ids AS uuid[]), :turn, :attempts, :agent)
+                    clock_timestamp(), CAST(:signal_ids AS uuid[]), :turn, :attempts, :agent,
+                    :chain_depth)
             RETURNING started_at
             """
         ),
@@ -96,6 +99,7 @@ def insert_activation(
             "turn": turn_id,
             "attempts": attempts,
             "agent": agent,
+            "chain_depth": chain_depth,
         },
     ).scalar_one()
     return started

@@ -91,6 +91,7 @@ class ConversationEventRow(Base):
             "seq",
             postgresql_where=sqlalchemy.text("turn_id IS NOT NULL"),
         ),
+        Index("ix_conversation_events_created_at", "created_at"),
     )
 
 

@@ -25,16 +25,28 @@ class LeaseLost(Exception):
         self.current = current
 
 
-# One statement: create the row on first use, else take it over if free or expired. RETURNING
-# also says whether a previous holder left work behind (claims, running rows) to recover.
+# One statement: create the row on first use, else take it over if free, expired, or held by a
+# holder whose liveness lock is free (its process, or its connection, died). With ``:live`` the
+# taker tries the delegate's session-level advisory lock on its own connection first (a
+# materialized CTE: evaluated once); a lease taken with that lock is marked ``liveness_lock``.
+# Getting the lock proves that no living session holds it, so a holder that took it is gone. A
+# lease taken without it (e.g. over a paused holder that still holds it) is taken over only on
+# expiry, exactly as before, and the epoch fence keeps every stale holder from writing.
+# RETURNING also says whether a previous holder left work behind (claims, running rows).
 _ACQUIRE = text(
     """
-    INSERT INTO leases AS l (delegate_id, epoch, holder, expires_at, updated_at)
-    VALUES (:delegate, 1, :holder, now() + make_interval(secs => :ttl), now())
+    WITH live AS MATERIALIZED (
+        SELECT CASE WHEN :live THEN pg_try_advisory_lock(hashtextextended(:lock_name, 0))
+                    ELSE false END AS got
+    )
+    INSERT INTO leases AS l (delegate_id, epoch, holder, expires_at, updated_at, liveness_lock)
+    SELECT :delegate, 1, :holder, now() + make_interval(secs => :ttl), now(), live.got FROM live
     ON CONFLICT (delegate_id) DO UPDATE
        SET epoch = l.epoch + 1, holder = EXCLUDED.holder,
-           expires_at = EXCLUDED.expires_at, updated_at = now()
+           expires_at = EXCLUDED.expires_at, updated_at = now(),
+           liveness_lock = EXCLUDED.liveness_lock
      WHERE l.holder IS NULL OR l.expires_at < now()
+        OR (l.liveness_lock AND EXCLUDED.liveness_lock)
     RETURNING l.epoch,
         (EXISTS (SELECT 1 FROM signals WHERE delegate_id = :delegate AND state = 'claimed')
          OR EXISTS (SELECT 1 FROM activations WHERE delegate_id = :delegate AND state = 'running')
@@ -42,6 +54,7 @@ _ACQUIRE = text(
         ) AS left_behind
     """
 )
+_UNLOCK_ALL = text("SELECT pg_advisory_unlock_all()")
 _RENEW = text(
     """
     UPDATE leases SET expires_at = now() + make_interval(secs => :ttl), updated_at = now()
@@ -51,7 +64,7 @@ _RENEW = text(
 )
 _RELEASE = text(
     """
-    UPDATE leases SET holder = NULL, expires_at = NULL, updated_at = now()
+    UPDATE leases SET holder = NULL, expires_at = NULL, updated_at = now(), liveness_lock = false
      WHERE delegate_id = :delegate AND epoch = :epoch
     RETURNING epoch
     """
@@ -67,6 +80,11 @@ def fence(connection: Connection, delegate_id: str, epoch: int) -> None:
         raise LeaseLost(delegate_id, epoch, current)
 
 
+def liveness_lock_name(delegate_id: str) -> str:
+    """What the delegate's advisory lock key is hashed from (hashtextextended, 64 bits)."""
+    return f"inner_plane.lease:{delegate_id}"
+
+
 class Leases:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -76,13 +94,41 @@ class Leases:
         taken = self.take(delegate_id, holder, ttl_s)
         return None if taken is None else taken[0]
 
-    def take(self, delegate_id: str, holder: str, ttl_s: float) -> tuple[int, bool] | None:
-        """Like acquire, and also whether a previous holder left work to recover."""
-        with single_statement(self.engine) as connection:
-            row = connection.execute(
-                _ACQUIRE, {"delegate": delegate_id, "holder": holder, "ttl": ttl_s}
-            ).first()
+    def take(
+        self,
+        delegate_id: str,
+        holder: str,
+        ttl_s: float,
+        connection: Connection | None = None,
+    ) -> tuple[int, bool] | None:
+        """Like acquire, and also whether a previous holder left work to recover.
+
+        With ``connection`` (the holder's own, kept open for as long as it holds the lease) the
+        take also holds the delegate's liveness lock on it, so that a taker after this process
+        dies need not wait for the TTL. Call :meth:`let_go` on that connection when done."""
+        params = {
+            "delegate": delegate_id,
+            "holder": holder,
+            "ttl": ttl_s,
+            "live": connection is not None,
+            "lock_name": liveness_lock_name(delegate_id),
+        }
+        if connection is None:
+            with single_statement(self.engine) as own:
+                row = own.execute(_ACQUIRE, params).first()
+        else:
+            with connection.begin():
+                row = connection.execute(_ACQUIRE, params).first()
+            if row is None:  # a lock this take got but did not use must not linger
+                self.let_go(connection)
         return None if row is None else (int(row.epoch), bool(row.left_behind))
+
+    @staticmethod
+    def let_go(connection: Connection) -> None:
+        """Free the liveness lock held on the holder's connection (after releasing the lease,
+        or after losing it) before the connection goes back to the pool."""
+        with connection.begin():
+            connection.execute(_UNLOCK_ALL)
 
     def renew(self, delegate_id: str, epoch: int, ttl_s: float) -> bool:
         with single_statement(self.engine) as connection:

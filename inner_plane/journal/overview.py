@@ -136,3 +136,19 @@ def delegates_with_backlog(connection: Connection) -> int:
 def database_now(connection: Connection) -> datetime:
     value: datetime = connection.execute(text("SELECT now()")).scalar_one()
     return value
+
+
+# Background activations per delegate in the last hour (the wake budget's measure), top N.
+_WAKE_BUDGET = text(
+    """
+    SELECT delegate_id, count(*) AS used FROM activations
+     WHERE started_at > now() - interval '1 hour' AND turn_id IS NULL
+     GROUP BY delegate_id ORDER BY count(*) DESC, delegate_id LIMIT :top
+    """
+)
+
+
+def wake_budget_used(connection: Connection, top: int) -> dict[str, int]:
+    """The ``top`` delegates by background activations started within the hour."""
+    rows = connection.execute(_WAKE_BUDGET, {"top": top})
+    return {str(row.delegate_id): int(row.used) for row in rows}

@@ -46,3 +46,83 @@ def delete_finished_signals(engine: Engine, older_than: timedelta, batch: int = 
         total += deleted
         if deleted < batch:
             return total
+
+
+# --- Every other table -------------------------------------------------------------------------
+# Each rule deletes one batch of rows older than its table's setting, oldest first, in its own
+# short transaction (rows another transaction holds are skipped, not waited for), and never a
+# row that live work still needs:
+# - a signal's history while the signal is pending or claimed;
+# - a running activation, its ThoughtFlow, or its conversation events;
+# - the newest ``keep`` messages of each conversation (the composer's history window);
+# - a queued or running user turn.
+
+_RULES: dict[str, str] = {
+    "signal_events": """
+        DELETE FROM signal_events WHERE id IN (
+            SELECT e.id FROM signal_events e
+             WHERE e.at < now() - make_interval(secs => :age_s)
+               AND NOT EXISTS (SELECT 1 FROM signals s
+                                WHERE s.id = e.signal_id AND s.state IN ('pending', 'claimed'))
+             ORDER BY e.at LIMIT :batch FOR UPDATE OF e SKIP LOCKED)
+    """,
+    "thoughtflows": """
+        DELETE FROM thoughtflows WHERE activation_id IN (
+            SELECT t.activation_id FROM thoughtflows t
+             WHERE t.created_at < now() - make_interval(secs => :age_s)
+               AND NOT EXISTS (SELECT 1 FROM activations a
+                                WHERE a.id = t.activation_id AND a.state = 'running')
+             ORDER BY t.created_at LIMIT :batch FOR UPDATE OF t SKIP LOCKED)
+    """,
+    "conversation_events": """
+        DELETE FROM conversation_events WHERE seq IN (
+            SELECT e.seq FROM conversation_events e
+             WHERE e.created_at < now() - make_interval(secs => :age_s)
+               AND NOT EXISTS (SELECT 1 FROM activations a
+                                WHERE a.id = e.activation_id AND a.state = 'running')
+               AND NOT (e.type IN ('user.message', 'assistant.message') AND e.seq > COALESCE(
+                     (SELECT m.seq FROM conversation_events m
+                       WHERE m.conversation_id = e.conversation_id
+                         AND m.type IN ('user.message', 'assistant.message')
+                       ORDER BY m.seq DESC OFFSET :keep LIMIT 1), 0))
+             ORDER BY e.created_at LIMIT :batch FOR UPDATE OF e SKIP LOCKED)
+    """,
+    "activations": """
+        DELETE FROM activations WHERE id IN (
+            SELECT id FROM activations
+             WHERE state <> 'running' AND finished_at < now() - make_interval(secs => :age_s)
+             ORDER BY finished_at LIMIT :batch FOR UPDATE SKIP LOCKED)
+    """,
+    "user_turns": """
+        DELETE FROM user_turns WHERE id IN (
+            SELECT id FROM user_turns
+             WHERE state IN ('done', 'failed')
+               AND finished_at < now() - make_interval(secs => :age_s)
+             ORDER BY finished_at LIMIT :batch FOR UPDATE SKIP LOCKED)
+    """,
+}
+# The order they run in: dependants first (a ThoughtFlow and conversation events before the
+# activation they belong to).
+TABLES = ("signal_events", "thoughtflows", "conversation_events", "activations", "user_turns")
+
+
+def delete_old_rows(
+    engine: Engine,
+    table: str,
+    older_than: timedelta,
+    batch: int = 5_000,
+    keep_messages: int = 100,
+    max_batches: int = 1_000,
+) -> int:
+    """Delete ``table``'s rows older than ``older_than`` that no live work needs, batch by
+    batch; return how many."""
+    statement = text(_RULES[table])
+    params = {"age_s": older_than.total_seconds(), "batch": batch, "keep": keep_messages}
+    total = 0
+    for _ in range(max_batches):
+        with engine.begin() as connection:
+            deleted = int(connection.execute(statement, params).rowcount or 0)
+        total += deleted
+        if deleted < batch:
+            break
+    return total

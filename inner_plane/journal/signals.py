@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import uuid
 import weakref
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from pydantic import ValidationError
 from sqlalchemy import (
     Connection,
     DateTime,
@@ -28,7 +30,7 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
 
 from inner_plane.journal.tables import SignalRow
-from inner_plane.signals.model import Signal
+from inner_plane.signals.model import Mode, Signal, State, Trust
 
 _T = cast(Table, SignalRow.__table__)
 _TS = DateTime(timezone=True)
@@ -136,9 +138,20 @@ def _rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
 
 
 def _to_signal(row: Any) -> Signal:
+    """The row as a Signal. A row the model refuses (a mode or trust no code writes, data that
+    is not an object: written behind the model's back) is still returned, as stored, so that a
+    list or a show never fails on it; ``stored_problem`` names what is wrong with it."""
     values = dict(row._mapping)
     values.pop("seq", None)
-    return Signal.model_validate(values)
+    try:
+        return Signal.model_validate(values)
+    except ValidationError:
+        for name, kind in (("mode", Mode), ("requested_mode", Mode), ("trust", Trust),
+                           ("state", State)):  # fmt: skip
+            with contextlib.suppress(ValueError, TypeError):
+                if values.get(name) is not None:
+                    values[name] = kind(values[name])
+        return Signal.model_construct(**values)
 
 
 _Processors = list[tuple[str, Callable[[Any], Any]]]

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Identity,
@@ -133,6 +134,10 @@ class LeaseRow(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
+    # The holder keeps a session-level advisory lock (journal/leases.py): takeable once it is free.
+    liveness_lock: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, server_default=text("false")
+    )
 
 
 class ActivationRow(Base):
@@ -154,12 +159,21 @@ class ActivationRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     agent: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     reply: Mapped[str | None] = mapped_column(Text)
+    # How deep in a chain of activations causing each other (through signals) this one is.
+    chain_depth: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
 
     __table_args__ = (
         Index("ix_activations_delegate_seq", "delegate_id", "seq"),
         Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
         Index("ix_activations_delegate_started", "delegate_id", "started_at"),
         Index("ix_activations_seq", "seq"),
+        # Migration 0016_retention_indexes: retention's oldest-first batches, the wake budget.
+        Index(
+            "ix_activations_finished_at",
+            "finished_at",
+            postgresql_where=text("state <> 'running'"),
+        ),
+        Index("ix_activations_started_at", "started_at"),
     )
 
 
@@ -194,6 +208,37 @@ class UserTurnRow(Base):
             "ix_user_turns_running", "delegate_id", postgresql_where=sa_text("state = 'running'")
         ),
         Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
+        Index(
+            "ix_user_turns_finished_at",
+            "finished_at",
+            postgresql_where=sa_text("state IN ('done', 'failed')"),
+        ),
+    )
+
+
+class NotificationRow(Base):
+    """The notify_user outbox: one message per (delegate, effect key, channel)."""
+
+    __tablename__ = "notifications"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    delegate_id: Mapped[str] = mapped_column(Text, nullable=False)
+    effect_key: Mapped[str] = mapped_column(Text, nullable=False)
+    channel: Mapped[str] = mapped_column(Text, nullable=False)
+    activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    subject: Mapped[str] = mapped_column(Text, nullable=False)
+    body: Mapped[str] = mapped_column(Text, nullable=False)
+    state: Mapped[str] = mapped_column(Text, nullable=False, server_default="sending")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("delegate_id", "effect_key", "channel"),
+        CheckConstraint("state IN ('sending', 'sent', 'failed')", name="state"),
     )
 
 
@@ -212,6 +257,8 @@ class SignalEventRow(Base):
     activation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     # The operator who caused the event (NULL: the plane itself).
     actor: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_signal_events_at", "at"),)
 
 
 class OperatorRow(Base):

@@ -14,7 +14,7 @@ from typing import Any, TypedDict, cast
 
 import sqlalchemy
 from pydantic_core import to_jsonable_python
-from sqlalchemy import BigInteger, DateTime, Engine, Float, Table, Text, func, select
+from sqlalchemy import BigInteger, DateTime, Engine, Float, Index, Table, Text, func, select
 from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -44,6 +44,8 @@ class ThoughtflowRow(Base):
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
+
+    __table_args__ = (Index("ix_thoughtflows_created_at", "created_at"),)
 
 
 _T = cast(Table, ThoughtflowRow.__table__)

@@ -68,6 +68,10 @@ class TimerRow(Base):
     )
     # The operator who cancelled it (migration 0011_operator_view).
     cancelled_by: Mapped[str | None] = mapped_column(Text)
+    # Set by an agent's tool: the call's effect key (a rerun finds the timer it made) and the
+    # activation whose work set it (its timer.due signals carry it as caused_by).
+    effect_key: Mapped[str | None] = mapped_column(Text)
+    caused_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
 
     __table_args__ = (
         CheckConstraint(f"state IN {TIMER_STATES}", name="state"),
@@ -85,6 +89,14 @@ class TimerRow(Base):
         Index("ix_timers_due", "next_due", postgresql_where=text("state = 'active'")),
         # Keyset pages for operators.
         Index("ix_timers_delegate_created", "delegate_id", "created_at", "id"),
+        # One timer per tool effect, however often the activation's work is rerun.
+        Index(
+            "uq_timers_effect",
+            "delegate_id",
+            "effect_key",
+            unique=True,
+            postgresql_where=text("effect_key IS NOT NULL"),
+        ),
     )
 
 
@@ -158,11 +170,28 @@ class TimerJournal:
 
     # Dynamic timers.
 
-    def add(self, values: dict[str, Any]) -> dict[str, Any]:
+    def add(
+        self, values: dict[str, Any], fence: Callable[[Connection], None] | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """Insert a timer; return (row, created). ``fence`` runs first in the same transaction
+        (an agent's tool: the lease check, so a stale holder stores nothing). A timer with the
+        same effect key already stored is returned instead (created False)."""
         try:
             with self.engine.begin() as connection:
+                if fence is not None:
+                    fence(connection)
+                effect_key = values.get("effect_key")
+                if effect_key is not None:
+                    existing = connection.execute(
+                        select(_TIMERS).where(
+                            _TIMERS.c.delegate_id == values["delegate_id"],
+                            _TIMERS.c.effect_key == effect_key,
+                        )
+                    ).first()
+                    if existing is not None:
+                        return dict(existing._mapping), False
                 row = connection.execute(insert(_TIMERS).values(**values).returning(_TIMERS))
-                return dict(row.one()._mapping)
+                return dict(row.one()._mapping), True
         except IntegrityError as error:
             if "uq_timers_active_name" in str(error.orig):
                 raise TimerNameTaken(values["name"]) from None
@@ -194,8 +223,11 @@ class TimerJournal:
         with self.engine.connect() as connection:
             return [dict(row._mapping) for row in connection.execute(query)]
 
-    def cancel(self, timer_id: uuid.UUID) -> dict[str, Any] | None:
-        """Cancel an active timer; None if it is not active (unknown, done or cancelled)."""
+    def cancel(
+        self, timer_id: uuid.UUID, fence: Callable[[Connection], None] | None = None
+    ) -> dict[str, Any] | None:
+        """Cancel an active timer; None if it is not active (unknown, done or cancelled).
+        ``fence`` runs first in the same transaction (an agent's tool: the lease check)."""
         statement = (
             update(_TIMERS)
             .where(_TIMERS.c.id == timer_id, _TIMERS.c.state == "active")
@@ -203,6 +235,8 @@ class TimerJournal:
             .returning(_TIMERS)
         )
         with self.engine.begin() as connection:
+            if fence is not None:
+                fence(connection)
             row = connection.execute(statement).first()
         return None if row is None else dict(row._mapping)
 

@@ -16,6 +16,7 @@ activation ends is carried out by :mod:`inner_plane.lane.finish`. The lane is bu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -24,6 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -40,7 +42,10 @@ from inner_plane.lane import decide, finish
 from inner_plane.lane.guard import Heartbeat, LaneGuard
 from inner_plane.lane.notices import lane_notices
 from inner_plane.lane.records import Step, activation_fields, converse
+from inner_plane.outbound.channels import configured_channels
+from inner_plane.outbound.deliver import contact_on_dispositions
 from inner_plane.runtime import Runtime
+from inner_plane.signals.model import Signal
 
 MAX_COUNTDOWN_S = decide.MAX_COUNTDOWN_S
 
@@ -50,6 +55,11 @@ class LaneOutcome:
     activations: list[uuid.UUID] = field(default_factory=list)
     deferred: str | None = None
     lease_lost: bool = False
+
+
+def _log_quarantined(quarantined: list[claims.Quarantined], activation_id: uuid.UUID) -> None:
+    for item in quarantined:
+        logs.emit("quarantined", **item.fields, reason=item.reason, activation=activation_id)
 
 
 def holder_name() -> str:
@@ -77,6 +87,8 @@ class Lane:
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
+        # Where escalated and needs_input dispositions reach the user (none: nobody).
+        self.contact_channels = configured_channels(runtime.settings)
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -84,11 +96,16 @@ class Lane:
         outcome = LaneOutcome()
         lock = self._lock(delegate_id)
         if lock is False:
-            outcome.deferred = "busy"
-            logs.emit("deferred", delegate=delegate_id, reason="busy: activation lock held")
-            return outcome
+            # Held by a lane that runs, or by one that died (the Redis lock outlives it by up to
+            # the TTL): the lease decides, and takes over at once from a dead holder.
+            lock = None
+        # The run's own connection: its transactions, and the liveness lock held on it for as
+        # long as the lease (PostgreSQL frees the lock the moment this process dies).
+        self._connection = self.runtime.engine.connect()
         try:
-            taken = self.leases.take(delegate_id, self.holder, self.settings.lease_ttl_s)
+            taken = self.leases.take(
+                delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
+            )
             if taken is None:
                 outcome.deferred = "busy"
                 logs.emit("deferred", delegate=delegate_id, reason="busy: lease held")
@@ -96,7 +113,6 @@ class Lane:
             epoch, left_behind = taken
             lease_lost = self.heartbeat.begin(delegate_id, epoch, lock or None)
             reschedule: float | None = None
-            self._connection = self.runtime.engine.connect()
             self._window_after = None
             # Told at once when a user turn or interrupt for this delegate is journaled, so the
             # agent yields between stream events (the journal decides at the safe point).
@@ -111,15 +127,19 @@ class Lane:
             finally:
                 self.notices.unwatch(delegate_id, self._yield_hint)
                 self.heartbeat.end()
-                connection, self._connection = self._connection, None
-                connection.close()
                 if not outcome.lease_lost:
                     self.leases.release(delegate_id, epoch)
         finally:
+            connection, self._connection = self._connection, None
+            try:
+                self.leases.let_go(connection)
+            except Exception:  # a broken connection: dropping it frees the lock
+                connection.invalidate()
+            connection.close()
             if lock:
                 with contextlib.suppress(redis.RedisError, redis.exceptions.LockError):
                     lock.release()
-        if not outcome.lease_lost:
+        if not outcome.lease_lost and outcome.deferred is None:
             self._after_release(delegate_id, reschedule)
         return outcome
 
@@ -248,9 +268,20 @@ class Lane:
                     "deferred", delegate=delegate_id, reason="user turn waiting", turn=turn.id
                 )
             dead = claims.kill_exhausted(connection, delegate_id) if window.exhausted else []
-            claimed = claims.claim(
-                connection, delegate_id, activation_id, self.settings.batch_limit
+            batch = claims.claim_batch(
+                connection,
+                delegate_id,
+                activation_id,
+                self.settings.batch_limit,
+                # A user turn breaks a chain: the loop guard follows autonomous work only.
+                chain_limit=self.settings.loop_chain_limit if turn is None else None,
             )
+            claimed = batch.signals
+            _log_quarantined(batch.quarantined, activation_id)
+            for item in batch.stopped:
+                logs.emit(
+                    "loop_stopped", **item.fields, reason=item.reason, activation=activation_id
+                )
             if turn is None and not claimed:
                 for signal in dead:
                     logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
@@ -267,6 +298,7 @@ class Lane:
                 turn_id=None if turn is None else turn.id,
                 attempts=max((s.attempts for s in claimed), default=1),
                 agent=getattr(self.agent, "name", type(self.agent).__name__),
+                chain_depth=batch.chain_depth,
             )
             activation = Activation(
                 id=activation_id,
@@ -308,9 +340,13 @@ class Lane:
         )
         started = time.monotonic()
         context: WorkingContext | None = None
-        logs.emit("started", **activation_fields(activation), agent=self.agent.name)
+        # Wake latency: from the oldest signal of the batch entering the journal to this start.
+        oldest = min((s.created_at for s in activation.signals), default=None)
+        waited = {} if oldest is None else {"waited_ms": _ms_since(oldest)}
+        logs.emit("started", **activation_fields(activation), agent=self.agent.name, **waited)
         try:
-            context = self.composer.compose(activation)
+            context = self._compose_isolating(step)
+            activation = step.activation
             guard.safe_point()
             result = self.agent.run(context, guard)
         except LeaseLost:
@@ -340,6 +376,54 @@ class Lane:
         finish.completed(
             self._closing(activation.delegate_id), step, context, result, time.monotonic() - started
         )
+        if self.contact_channels:
+            try:
+                contact_on_dispositions(
+                    self.runtime,
+                    self.contact_channels,
+                    activation,
+                    result.settlements,
+                    result.reply,
+                )
+            except LeaseLost:
+                raise
+            except Exception as error:  # contact is best effort; the settlement stands
+                logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
+
+    def _compose_isolating(self, step: Step) -> WorkingContext:
+        """Compose; if that fails, find the claimed signals that cannot be composed even alone,
+        quarantine each of them (fenced), and compose the rest. A failure no single signal
+        explains is the activation's (bounded retry), as before."""
+        activation = step.activation
+        try:
+            return self.composer.compose(activation)
+        except (LeaseLost, Preempted):
+            raise
+        except Exception:
+            if not activation.signals:
+                raise
+        culprits: list[tuple[Signal, str]] = []
+        for signal in activation.signals:
+            alone = dataclasses.replace(activation, signals=(signal,), user_message=None)
+            try:
+                self.composer.compose(alone)
+            except (LeaseLost, Preempted):
+                raise
+            except Exception as error:
+                culprits.append((signal, f"cannot be composed: {type(error).__name__}: {error}"))
+        if not culprits:
+            return self.composer.compose(activation)  # raises again: the activation failed
+        with self._transaction() as connection:
+            fence(connection, activation.delegate_id, activation.epoch)
+            claims.quarantine(connection, activation.id, [(s.id, r) for s, r in culprits])
+        _log_quarantined(
+            [claims.Quarantined(s.id, logs.of_signal(s), r) for s, r in culprits], activation.id
+        )
+        bad = {s.id for s, _ in culprits}
+        step.activation = dataclasses.replace(
+            activation, signals=tuple(s for s in activation.signals if s.id not in bad)
+        )
+        return self.composer.compose(step.activation)
 
     # --- after the lease is released -------------------------------------------------------
 
@@ -355,3 +439,7 @@ class Lane:
             send_activate(self.runtime, delegate_id, countdown)
         except Exception as error:  # the sweeper recovers from the journal
             logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
+
+
+def _ms_since(moment: datetime) -> float:
+    return round(max(0.0, (datetime.now(UTC) - moment).total_seconds() * 1000), 1)

@@ -5,6 +5,9 @@
 - delegates with due wake/interrupt signals or queued user turns and no live lease get an
   activate (a lost wake message or flushed Redis costs one sweep period);
 - pending signals past their expires_at become expired.
+
+Every row reads back (see ``journal.tolerant``), and a delegate whose wake cannot be sent is
+logged and skipped: no row and no delegate stops the sweep of the others.
 """
 
 from __future__ import annotations
@@ -33,7 +36,11 @@ def sweep(runtime: Runtime) -> SweepReport:
     report.recovered = journal.delegates_to_recover()
     wake = set(report.recovered) | set(journal.delegates_to_wake())
     for delegate_id in sorted(wake):
-        send_activate(runtime, delegate_id)
+        try:
+            send_activate(runtime, delegate_id)
+        except Exception as error:  # one delegate's failure never stops the others' sweep
+            logs.emit("sweeper_wake_failed", delegate=delegate_id, reason=str(error)[:200])
+            continue
         report.woken.append(delegate_id)
         reason = (
             "stale claim without a live lease"

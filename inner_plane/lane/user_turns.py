@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from inner_plane import celery_bridge, logs
+from inner_plane import logs
+from inner_plane.attention.wakes import send_activate
 from inner_plane.journal.user_turns import UserTurns
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
@@ -31,21 +32,28 @@ def validate_user_turn(delegate_id: str, text: str, channel: str) -> None:
 def user_turn(
     delegate_id: str, text: str, channel: str = "text", runtime: Runtime | None = None
 ) -> uuid.UUID:
-    """Queue a user turn (durably, in Postgres) and enqueue the lane for it. Any lane run of
-    the delegate takes queued user turns before background work, so the turn never waits
-    behind a queued background activation."""
+    """Queue a user turn (durably, in Postgres) and wake the lane for it. Any lane run of the
+    delegate takes queued user turns before background work, and a running one is told by the
+    journal (lane notices) and yields at its next safe point."""
     validate_user_turn(delegate_id, text, channel)
     runtime = runtime or get_runtime()
     turn_id = UserTurns(runtime.engine).queue(delegate_id, channel, text)
     assert turn_id is not None  # a fresh random id never conflicts
     logs.emit("user_turn_queued", id=turn_id, delegate=delegate_id, channel=channel)
-    celery_bridge.send(
-        runtime.settings,
-        celery_bridge.USER_TURN_TASK,
-        celery_bridge.ACTIVATION_QUEUE,
-        args=(delegate_id, text, channel, str(turn_id)),
-    )
+    wake_for_user_turn(runtime, delegate_id)
     return turn_id
+
+
+def wake_for_user_turn(runtime: Runtime, delegate_id: str) -> None:
+    """Enqueue an activate for a journaled turn. Always, not only when no lane runs: a lane
+    that is running takes the turn first anyway (and the spare activate then finds nothing to
+    do), while a holder that just died is taken over at once by this activate (its liveness
+    lock is gone), so a turn after a crash is answered promptly. A lost message costs one sweep
+    period (the sweeper wakes queued turns without a live lease)."""
+    try:
+        send_activate(runtime, delegate_id)
+    except Exception as error:  # broker down: the turn is journaled; the sweeper wakes it
+        logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
 
 
 def ensure_user_turn(

@@ -6,11 +6,17 @@ one per container or unit.
 
 from __future__ import annotations
 
+import socket
 import sys
 from dataclasses import dataclass
 
-from inner_plane import celery_bridge as names
 from inner_plane.config import Settings
+
+SIGNALS_QUEUE = "signals"
+ACTIVATION_QUEUE = "activation"
+PERIODIC_QUEUE = "periodic"
+USER_TURNS_QUEUE = "user_turns"
+# (The same names as ``celery_bridge``'s, spelled here so that listing processes loads no Celery.)
 
 
 @dataclass(frozen=True)
@@ -18,6 +24,18 @@ class ProcessSpec:
     name: str
     command: list[str]
     where: str
+    # How `up` knows the process answers: a Celery node to ping, or a URL to GET.
+    node: str | None = None
+    health_url: str | None = None
+    health_expect: str | None = None
+    port: int | None = None
+    # Seconds between SIGTERM and SIGKILL at shutdown.
+    stop_grace_s: float = 20.0
+
+
+def node_name(role: str) -> str:
+    """The Celery node name `inner-plane worker ROLE` takes (Celery's ``ROLE@%h``)."""
+    return f"{role}@{socket.gethostname()}"
 
 
 def celery_command(role: str, settings: Settings, concurrency: int | None = None) -> list[str]:
@@ -26,25 +44,25 @@ def celery_command(role: str, settings: Settings, concurrency: int | None = None
     level = ["--loglevel", settings.log_level]
     if role == "signals":
         return [
-            *base, "worker", "-Q", names.SIGNALS_QUEUE, "-n", "signals@%h",
+            *base, "worker", "-Q", SIGNALS_QUEUE, "-n", "signals@%h",
             "-c", str(concurrency or 2), "--prefetch-multiplier", "1", *level,
         ]  # fmt: skip
     if role == "activation":
         # One activation at a time per worker; the lease makes it one per delegate overall.
         return [
-            *base, "worker", "-Q", f"{names.ACTIVATION_QUEUE}",
+            *base, "worker", "-Q", ACTIVATION_QUEUE,
             "-n", "activation@%h", "-c", str(concurrency or 1), "--prefetch-multiplier", "1",
             *level,
         ]  # fmt: skip
     if role == "user_turns":
-        # Like the activation worker: one turn at a time per worker, the lease per delegate.
+        # Journals each turn at once and wakes the lane; it never runs an activation.
         return [
-            *base, "worker", "-Q", names.USER_TURNS_QUEUE, "-n", "user_turns@%h",
+            *base, "worker", "-Q", USER_TURNS_QUEUE, "-n", "user_turns@%h",
             "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *level,
         ]  # fmt: skip
     if role == "periodic":
         return [
-            *base, "worker", "-Q", names.PERIODIC_QUEUE, "-n", "periodic@%h",
+            *base, "worker", "-Q", PERIODIC_QUEUE, "-n", "periodic@%h",
             "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *level,
         ]  # fmt: skip
     if role == "beat":
@@ -62,19 +80,47 @@ WORKER_ROLES = ("signals", "activation", "user_turns", "periodic")
 ROLES = (*WORKER_ROLES, "beat", "flower")
 
 
+def _local(host: str) -> str:
+    return "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host
+
+
+def api_url(settings: Settings) -> str:
+    return f"http://{_local(settings.api_host)}:{settings.api_port}/"
+
+
+def flower_url(settings: Settings) -> str:
+    return f"http://{_local(settings.flower_address)}:{settings.flower_port}/"
+
+
 def default_processes(settings: Settings) -> list[ProcessSpec]:
     inner = [sys.executable, "-m", "inner_plane"]
-    flower = f"http://{settings.flower_address}:{settings.flower_port}/"
-    api = f"http://{settings.api_host}:{settings.api_port}/"
+    api, flower = api_url(settings), flower_url(settings)
     return [
-        ProcessSpec("signals-worker", [*inner, "worker", "signals"], "queue 'signals'"),
         ProcessSpec(
-            "activation-worker",
-            [*inner, "worker", "activation"],
-            "queue 'activation' (concurrency 1, prefetch 1)",
+            "signals-worker", [*inner, "worker", "signals"], "queue 'signals'",
+            node=node_name("signals"),
         ),
-        ProcessSpec("periodic-worker", [*inner, "worker", "periodic"], "queue 'periodic'"),
-        ProcessSpec("beat", [*inner, "beat"], "timers tick, sweeper, retention"),
-        ProcessSpec("api", [*inner, "serve"], api),
-        ProcessSpec("flower", [*inner, "flower"], flower),
-    ]
+        ProcessSpec(
+            "activation-worker", [*inner, "worker", "activation"],
+            "queue 'activation' (concurrency 1, prefetch 1)", node=node_name("activation"),
+        ),
+        ProcessSpec(
+            "user-turns-worker", [*inner, "worker", "user_turns"],
+            "queue 'user_turns' (journals turns, never runs an activation)",
+            node=node_name("user_turns"),
+        ),
+        ProcessSpec(
+            "periodic-worker", [*inner, "worker", "periodic"], "queue 'periodic'",
+            node=node_name("periodic"),
+        ),
+        ProcessSpec("beat", [*inner, "beat"], "timers, sweeper, retention"),
+        ProcessSpec(
+            "api", [*inner, "serve"], api, health_url=api + "healthz",
+            health_expect='"ok"', port=settings.api_port,
+        ),
+        # Flower may ignore SIGTERM while its broker is down: a short grace, then SIGKILL.
+        ProcessSpec(
+            "flower", [*inner, "flower"], flower, health_url=flower + "healthcheck",
+            health_expect="OK", port=settings.flower_port, stop_grace_s=5.0,
+        ),
+    ]  # fmt: skip

@@ -14,7 +14,12 @@ from inner_plane.config import Settings
 from inner_plane.services import probes
 
 # Queues a plane needs consumed, with the worker role that consumes each.
-QUEUE_ROLES = {"signals": "signals", "activation": "activation", "periodic": "periodic"}
+QUEUE_ROLES = {
+    "signals": "signals",
+    "activation": "activation",
+    "user_turns": "user_turns",
+    "periodic": "periodic",
+}
 HEALTHY, DEGRADED, DOWN = "healthy", "degraded", "down"
 NOTICE = "notice"  # worth knowing, not a fault: leaves the state healthy
 EXIT_CODES = {HEALTHY: 0, DEGRADED: 1, DOWN: 2}

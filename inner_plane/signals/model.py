@@ -36,6 +36,8 @@ IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 KIND_RE = re.compile(KIND_PATTERN.removesuffix("$") + r"\Z")
 IDENTIFIER_RE = re.compile(IDENTIFIER_PATTERN.removesuffix("$") + r"\Z")
 MAX_DEDUP_KEY = 512
+# The key a journal reader puts in place of data it could not parse (see journal.tolerant).
+UNREADABLE_DATA = "__unreadable__"
 # Characters a dedup key may not hold: every control character (C0, DEL, C1), the Unicode line
 # and paragraph separators, and lone surrogates (PostgreSQL cannot store them).
 DEDUP_KEY_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
@@ -337,8 +339,51 @@ class Signal(BaseModel):
     settled_at: datetime | None = None
 
     def public(self) -> dict[str, Any]:
-        """JSON-ready form used by the CLI and the HTTP API."""
-        return self.model_dump(mode="json")
+        """JSON-ready form used by the CLI, the HTTP API and the activation records. Never fails
+        on what the journal holds: data nested past pydantic's serialiser is copied by the
+        json module, and past that too it is replaced by a note."""
+        try:
+            # warnings off: a row read as stored (journal.signals._to_signal) may hold a value
+            # its field's type does not describe; it is shown as it is.
+            return self.model_dump(mode="json", warnings=False)
+        except (ValueError, RecursionError):
+            dumped = self.model_dump(mode="json", exclude={"data"}, warnings=False)
+            try:
+                dumped["data"] = json.loads(json.dumps(self.data, default=str))
+            except (ValueError, RecursionError):
+                dumped["data"] = {UNREADABLE_DATA: "data nested too deep to serialise"}
+            return dumped
+
+
+def stored_problem(signal: Signal) -> str | None:
+    """Why a journaled signal falls outside what the intake accepts (so the journal holds it only
+    because something wrote it behind the model's back), or None. The lane quarantines such a
+    signal alone instead of letting it stop the delegate's work."""
+    typed: tuple[tuple[str, object, type], ...] = (
+        ("mode", signal.mode, Mode),
+        ("trust", signal.trust, Trust),
+        ("state", signal.state, State),
+        ("data", signal.data, dict),
+    )
+    for field, stored, expected in typed:
+        if not isinstance(stored, expected):
+            return f"{field} {str(stored)[:60]!r} is not a valid {field}"
+    if KIND_RE.fullmatch(signal.kind) is None:
+        return f"kind {signal.kind[:60]!r} is not a namespaced kind"
+    for name, value in (("source", signal.source), ("delegate_id", signal.delegate_id)):
+        if IDENTIFIER_RE.fullmatch(value) is None:
+            return f"{name} {value[:60]!r} is not an identifier"
+    for name, stamp in (
+        ("occurred_at", signal.occurred_at),
+        ("available_at", signal.available_at),
+        ("expires_at", signal.expires_at),
+    ):
+        if stamp is not None and not within_window(stamp):
+            return f"{name} {stamp.isoformat()} is outside 1970-01-01..9000-01-01 UTC"
+    if UNREADABLE_DATA in signal.data:
+        return f"data unreadable: {signal.data[UNREADABLE_DATA]}"
+    problem = data_shape_problem(signal.data)
+    return None if problem is None else f"data {problem}"
 
 
 class PublishResult(BaseModel):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Connection
 
 from inner_plane import logs
 from inner_plane.journal.timers import TimerJournal, TimerNameTaken
@@ -98,10 +100,21 @@ def _static_info(spec: TimerSpec, state: dict[str, Any] | None, now: datetime) -
 
 
 def add_timer(
-    spec: TimerSpec | dict[str, Any], *, runtime: Runtime | None = None, created_by: str = "api"
+    spec: TimerSpec | dict[str, Any],
+    *,
+    runtime: Runtime | None = None,
+    created_by: str = "api",
+    effect_key: str | None = None,
+    caused_by: uuid.UUID | None = None,
+    fence: Callable[[Connection], None] | None = None,
 ) -> TimerInfo:
     """Store a dynamic timer. Raises TimerError (nothing stored) if it is invalid, its one-shot
-    time has passed, or its name is taken by an active timer of the delegate or a static one."""
+    time has passed, or its name is taken by an active timer of the delegate or a static one.
+
+    An agent's tool passes its call's ``effect_key`` (the timer that key already made is
+    returned, so a rerun makes no second one), the activation that ``caused_by`` it (carried by
+    its timer.due signals) and a ``fence`` run in the insert's transaction (a holder whose lease
+    was taken over stores nothing)."""
     spec = TimerSpec.parse(spec)
     runtime = runtime or get_runtime()
     journal = TimerJournal(runtime.engine)
@@ -116,7 +129,7 @@ def add_timer(
     if next_due is None:
         raise TimerError(spec.name, "schedule", "has no moment in the future")
     try:
-        row = journal.add(
+        row, created = journal.add(
             {
                 "id": uuid.uuid4(),
                 "delegate_id": spec.delegate_id,
@@ -135,13 +148,27 @@ def add_timer(
                 "created_by": created_by,
                 "next_due": next_due,
                 "created_at": now,
-            }
+                "effect_key": effect_key,
+                "caused_by": caused_by,
+            },
+            fence,
         )
     except TimerNameTaken:
         raise TimerError(
             spec.name, "name", f"an active timer of delegate {spec.delegate_id!r} has this name"
         ) from None
     info = _row_info(row)
+    if not created:
+        logs.emit(
+            "timer_effect_repeated",
+            kind=KIND,
+            source=SOURCE,
+            delegate=info.delegate_id,
+            timer=info.name,
+            timer_id=info.id,
+            effect_key=effect_key,
+        )
+        return info
     logs.emit(
         "timer_added",
         kind=KIND,
@@ -184,9 +211,14 @@ def get_timer(timer_id: uuid.UUID, *, runtime: Runtime | None = None) -> TimerIn
 
 
 def cancel_timer(
-    ref: str | uuid.UUID, *, delegate_id: str = "default", runtime: Runtime | None = None
+    ref: str | uuid.UUID,
+    *,
+    delegate_id: str = "default",
+    runtime: Runtime | None = None,
+    fence: Callable[[Connection], None] | None = None,
 ) -> TimerInfo:
-    """Cancel an active dynamic timer by id or by name (within ``delegate_id``)."""
+    """Cancel an active dynamic timer by id or by name (within ``delegate_id``); ``fence`` runs
+    in the cancel's transaction (an agent's tool)."""
     runtime = runtime or get_runtime()
     journal = TimerJournal(runtime.engine)
     timer_id: uuid.UUID | None = ref if isinstance(ref, uuid.UUID) else None
@@ -206,7 +238,7 @@ def cancel_timer(
                 ) from None
             timer_id = row["id"]
     assert timer_id is not None
-    cancelled = journal.cancel(timer_id)
+    cancelled = journal.cancel(timer_id, fence)
     if cancelled is None:
         existing = journal.get(timer_id)
         reason = "no such timer" if existing is None else f"is already {existing['state']}"

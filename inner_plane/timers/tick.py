@@ -66,6 +66,8 @@ class _Timer:
     priority: int | None
     missed: Missed
     catch_up_s: float
+    # The activation whose tool set this timer: every moment it publishes names it (loop guard).
+    caused_by: uuid.UUID | None = None
 
 
 def signal_for(timer: _Timer, moment: datetime) -> dict[str, Any]:
@@ -87,6 +89,8 @@ def signal_for(timer: _Timer, moment: datetime) -> dict[str, Any]:
     }
     if timer.priority is not None:
         signal["priority"] = timer.priority
+    if timer.caused_by is not None:
+        signal["caused_by"] = timer.caused_by
     return signal
 
 
@@ -109,6 +113,7 @@ def _dynamic(row: dict[str, Any]) -> _Timer:
         priority=row["priority"],
         missed=Missed(row["missed"]),
         catch_up_s=row["catch_up_s"],
+        caused_by=row.get("caused_by"),
     )
 
 

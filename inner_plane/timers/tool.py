@@ -4,7 +4,12 @@ read and correct; nothing is stored on error."""
 
 from __future__ import annotations
 
+import hashlib
+import uuid
+from collections.abc import Callable
 from typing import Any
+
+from sqlalchemy import Connection
 
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.timers.api import add_timer, cancel_timer, list_timers
@@ -58,11 +63,19 @@ def set_timer(
     *,
     delegate_id: str = "default",
     runtime: Runtime | None = None,
+    effect_key: str | None = None,
+    caused_by: uuid.UUID | None = None,
+    fence: Callable[[Connection], None] | None = None,
 ) -> dict[str, Any]:
-    """Create a dynamic timer for the delegate; return it (with its next due time)."""
+    """Create a dynamic timer for the delegate; return it (with its next due time). From an
+    agent's tool: ``effect_key`` makes it once per call whatever reruns (and names it when no
+    name is given), ``caused_by`` goes on its signals, ``fence`` guards the insert."""
     runtime = runtime or get_runtime()
+    default_name = f"reminder-{_short_id()}"
+    if effect_key is not None:
+        default_name = "reminder-" + hashlib.sha256(effect_key.encode()).hexdigest()[:8]
     raw: dict[str, Any] = {
-        "name": name or f"reminder-{_short_id()}",
+        "name": name or default_name,
         "delegate_id": delegate_id,
         "purpose": purpose,
         "timezone": timezone or _default_timezone(runtime),
@@ -70,14 +83,26 @@ def set_timer(
     for key, value in (("at", at), ("every_s", every_s), ("cron", cron)):
         if value is not None:
             raw[key] = value
-    return add_timer(TimerSpec.parse(raw), runtime=runtime, created_by="agent").public()
+    spec = TimerSpec.parse(raw)
+    return add_timer(
+        spec,
+        runtime=runtime,
+        created_by="agent",
+        effect_key=effect_key,
+        caused_by=caused_by,
+        fence=fence,
+    ).public()
 
 
 def cancel_timer_tool(
-    name: str, *, delegate_id: str = "default", runtime: Runtime | None = None
+    name: str,
+    *,
+    delegate_id: str = "default",
+    runtime: Runtime | None = None,
+    fence: Callable[[Connection], None] | None = None,
 ) -> dict[str, Any]:
     """Cancel one of the delegate's dynamic timers by name or id."""
-    return cancel_timer(name, delegate_id=delegate_id, runtime=runtime).public()
+    return cancel_timer(name, delegate_id=delegate_id, runtime=runtime, fence=fence).public()
 
 
 def list_timers_tool(
@@ -88,6 +113,4 @@ def list_timers_tool(
 
 
 def _short_id() -> str:
-    import uuid
-
     return uuid.uuid4().hex[:8]

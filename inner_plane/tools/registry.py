@@ -3,16 +3,23 @@ handler; adapters turn the registry into their model API's tool format."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from sqlalchemy import Connection
+
 from inner_plane.activation import Activation, Settlement
 from inner_plane.agent.port import StepGuard
 from inner_plane.config import ConfigError
+from inner_plane.journal import leases
+from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from inner_plane.signals.model import PublishResult
 
 ENTRY_POINT_GROUP = "inner_plane.tools"
 
@@ -21,9 +28,22 @@ class ToolError(Exception):
     """A tool refused its arguments; the message goes back to the model as the tool's output."""
 
 
+def work_key(activation: Activation) -> str:
+    """What a rerun of an activation shares with the run it repeats: its claimed batch (after a
+    pre-emption, a failure or a crash the batch returns to pending and the next activation, a
+    user turn's included, claims it again), else its user turn (requeued after a pre-emption)."""
+    if activation.signals:
+        ids = ",".join(sorted(str(signal.id) for signal in activation.signals))
+        return "batch:" + hashlib.sha256(ids.encode()).hexdigest()[:32]
+    if activation.user_message is not None:
+        return f"turn:{activation.user_message.turn_id}"
+    return f"activation:{activation.id}"
+
+
 @dataclass
 class ToolContext:
-    """What a tool handler may use: the activation it runs in, and its step's effect key."""
+    """What a tool handler may use: the activation it runs in, its call's effect key, the
+    fence for its writes and the ``caused_by`` for what it publishes."""
 
     runtime: Runtime
     activation: Activation
@@ -34,9 +54,30 @@ class ToolContext:
     call_index: int = 0  # position of the current call among the step's tool calls
 
     def effect_key(self) -> str:
-        """Idempotency key for this call's external effect (pass it to the remote API): the
-        same activation, step and call position always give the same key."""
-        return f"{self.guard.effect_key(self.step)}:{self.call_index}"
+        """Idempotency key for this call's effect (store it with the effect, pass it to a
+        remote API): the same work, step and call position always give the same key, so a
+        rerun of the activation after a pre-emption, a failure or a kill repeats nothing."""
+        return f"{work_key(self.activation)}:{self.step}:{self.call_index}"
+
+    @property
+    def caused_by(self) -> uuid.UUID:
+        """What every signal this call produces carries, directly or through a timer it sets."""
+        return self.activation.id
+
+    def fence(self, connection: Connection) -> None:
+        """Run first in the transaction that writes this call's effect: raises LeaseLost (and
+        the transaction stores nothing) once the lease was taken over."""
+        leases.fence(connection, self.activation.delegate_id, self.activation.epoch)
+
+    def publish(self, signal: dict[str, Any]) -> PublishResult:
+        """Publish a signal as this call's effect: it carries ``caused_by``, and its dedup key
+        defaults to the effect key (a rerun publishes nothing new). Checked against the lease
+        first; a takeover between that check and the insert still makes no second signal,
+        because the new holder's rerun has the same key."""
+        self.guard.safe_point()
+        raw = {"dedup_key": f"effect:{self.effect_key()}", **signal, "caused_by": self.caused_by}
+        raw.setdefault("delegate_id", self.activation.delegate_id)
+        return publish(raw, runtime=self.runtime, via="tool")
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Any]
@@ -101,10 +142,14 @@ def _load_reference(reference: str) -> ToolFactory:
 def build_registry(runtime: Runtime, extra: Iterable[ToolFactory] = ()) -> ToolRegistry:
     """The plane's tools, then entry-point tools, then INNER_PLANE_TOOLS, then ``extra``."""
     from inner_plane.tools.journal_tool import journal_tool
+    from inner_plane.tools.notify_tool import notify_tools
+    from inner_plane.tools.remember_tool import remember_tool
     from inner_plane.tools.settle import settle_tool
     from inner_plane.tools.timers_tool import timer_tools
 
-    registry = ToolRegistry([settle_tool(), journal_tool(), *timer_tools()])
+    registry = ToolRegistry(
+        [settle_tool(), journal_tool(), *timer_tools(), remember_tool(), *notify_tools(runtime)]
+    )
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         registry.add_from(runtime, entry.load())
     for reference in filter(None, (part.strip() for part in runtime.settings.tools.split(","))):

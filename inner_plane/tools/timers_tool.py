@@ -3,6 +3,8 @@ publishes that the moment is due; what to do then comes from the prompt and memo
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from inner_plane.timers import tool as timers
@@ -11,9 +13,19 @@ from inner_plane.tools.registry import Tool, ToolContext, ToolError
 
 
 def _set(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    # Once per call whatever reruns, refused (LeaseLost) once the lease was taken over, and
+    # its moments carry this activation as their cause.
+    # The arguments are part of the key: the same position asking for another timer (a user
+    # turn riding on a rerun batch) is another effect.
+    asked = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode())
     try:
         return timers.set_timer(
-            **arguments, delegate_id=context.activation.delegate_id, runtime=context.runtime
+            **arguments,
+            delegate_id=context.activation.delegate_id,
+            runtime=context.runtime,
+            effect_key=f"{context.effect_key()}:{asked.hexdigest()[:12]}",
+            caused_by=context.caused_by,
+            fence=context.fence,
         )
     except (TimerError, TypeError) as error:
         raise ToolError(str(error)) from None
@@ -25,6 +37,7 @@ def _cancel(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
             str(arguments.get("name", "")),
             delegate_id=context.activation.delegate_id,
             runtime=context.runtime,
+            fence=context.fence,
         )
     except TimerError as error:
         raise ToolError(str(error)) from None

@@ -85,7 +85,14 @@ def test_cli_publish_wait_goes_through_the_worker(
     assert completed.returncode == 0, completed.stderr
     output = json.loads(completed.stdout)
     expected = str(derive_signal_id("default", "copilot", "T1:completed"))
-    assert output == {"task_id": output["task_id"], "id": expected, "deduplicated": False}
+    assert output == {
+        "task_id": output["task_id"],
+        "id": expected,
+        "deduplicated": False,
+        "mode": "wake",
+        "requested_mode": None,
+        "downgraded": False,
+    }
 
     stored = runtime.signals.get(uuid.UUID(expected))
     assert stored is not None

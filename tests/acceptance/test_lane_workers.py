@@ -65,14 +65,13 @@ def start_workers(
     log_dir: Path,
     names: list[str],
     script: dict[str, Any] | None = None,
+    queues: str = "activation",
     **env: str,
 ) -> list[ChildProcess]:
     environment = stores.env(
         **{**BASE_ENV, **env}, INNER_PLANE_AGENT_SCRIPT=json.dumps(script or {"steps": 1})
     )
-    workers = [
-        celery_worker(name, environment, log_dir, queues="activation").start() for name in names
-    ]
+    workers = [celery_worker(name, environment, log_dir, queues=queues).start() for name in names]
     children.extend(workers)
     for worker in workers:
         worker.wait_for(" ready.", 60)
@@ -288,15 +287,18 @@ def test_user_turn_task_from_another_process_is_queued_once_per_message(
         sender.send_task(
             celery_bridge.USER_TURN_TASK,
             args=("default", "from a phone bridge", "phone"),
-            queue=celery_bridge.ACTIVATION_QUEUE,
+            queue=celery_bridge.USER_TURNS_QUEUE,
             task_id="turn-message-1",
         )
     sender.send_task(
         celery_bridge.USER_TURN_TASK,
         args=("bad delegate!", "x", "phone"),
-        queue=celery_bridge.ACTIVATION_QUEUE,
+        queue=celery_bridge.USER_TURNS_QUEUE,
     )
-    [worker] = start_workers(children, _stores(runtime), log_dir, ["phone"], {"reply": "hi"})
+    [worker] = start_workers(
+        children, _stores(runtime), log_dir, ["phone"], {"reply": "hi"}, queues="user_turns"
+    )
+    start_workers(children, _stores(runtime), log_dir, ["lane"], {"reply": "hi"})
     wait_until(lambda: len(activations(runtime)) == 1, 30, "the turn ran")
     worker.wait_for("delegate_id", 30)  # the bad message was rejected
     time.sleep(0.5)

@@ -33,7 +33,9 @@ def test_status_healthy_then_worker_down_then_database_down(
     clean_stores: Stores, tmp_path: Path, children: list[ChildProcess]
 ) -> None:
     env = clean_stores.env(INNER_PLANE_DATA_DIR=str(tmp_path / "data"))
-    worker = celery_worker("signals", env, tmp_path, queues="signals,activation,periodic")
+    worker = celery_worker(
+        "signals", env, tmp_path, queues="signals,activation,user_turns,periodic"
+    )
     beat = ChildProcess("beat", [*CLI, "beat"], env, tmp_path)
     children.extend([worker.start(), beat.start()])
     worker.wait_for(" ready.", timeout=90)
@@ -52,8 +54,8 @@ def test_status_healthy_then_worker_down_then_database_down(
     assert report["stores"]["redis"]["reachable"] is True
     (node,) = report["workers"]
     assert node.startswith("signals@")
-    assert set(report["workers"][node]) >= {"signals", "activation", "periodic"}
-    assert set(report["queues"]) == {"signals", "activation", "periodic"}
+    assert set(report["workers"][node]) >= {"signals", "activation", "user_turns", "periodic"}
+    assert set(report["queues"]) == {"signals", "activation", "user_turns", "periodic"}
     assert report["beat"]["last_tick_age_s"] < 60
     assert report["journal"]["pending"] == 0 and report["journal"]["dead"] == 0
 
@@ -67,7 +69,8 @@ def test_status_healthy_then_worker_down_then_database_down(
     code, report = status(env)
     assert code == 1 and report["state"] == "degraded"
     consumed = [p for p in report["problems"] if "no live worker consumes queue" in p["what"]]
-    assert {p["what"].split("'")[1] for p in consumed} == {"signals", "activation", "periodic"}
+    queues = {p["what"].split("'")[1] for p in consumed}
+    assert queues == {"signals", "activation", "user_turns", "periodic"}
     assert all("inner-plane worker" in p["do"] for p in consumed)
 
     closed = f"postgresql://inner_plane@127.0.0.1:{free_port()}/inner_plane"

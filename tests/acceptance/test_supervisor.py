@@ -18,11 +18,13 @@ pytestmark = pytest.mark.acceptance
 
 SUPERVISE = """
 import os, sys
+from pathlib import Path
 from inner_plane.services.processes import ProcessSpec
 from inner_plane.services.supervisor import Supervisor
 specs = [ProcessSpec("sleeper-%d" % i, ["sleep", "300"], "nowhere") for i in range(2)]
 specs.append(ProcessSpec("crasher", [sys.executable, "-c", "raise SystemExit(3)"], "nowhere"))
-raise SystemExit(Supervisor(specs, dict(os.environ)).run())
+log_dir = Path(sys.argv[1])
+raise SystemExit(Supervisor(specs, dict(os.environ), log_dir, probe=lambda child: True).run())
 """
 
 
@@ -43,9 +45,10 @@ def wait_gone(pids: list[int], timeout: float = 15.0) -> list[int]:
 
 def start(tmp_path: Path, children: list[ChildProcess]) -> tuple[ChildProcess, list[int]]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    supervisor = ChildProcess("supervisor", [sys.executable, "-c", SUPERVISE], env, tmp_path)
+    command = [sys.executable, "-c", SUPERVISE, str(tmp_path / "logs")]
+    supervisor = ChildProcess("supervisor", command, env, tmp_path)
     children.append(supervisor.start())
-    supervisor.wait_for("inner-plane: running; press Ctrl-C to stop", timeout=30)
+    supervisor.wait_for("started sleeper-1", timeout=30)
     pids = [int(p) for p in re.findall(r"started sleeper-\d \(pid (\d+)\)", supervisor.output())]
     assert len(pids) == 2 and all(running(p) for p in pids)
     return supervisor, pids
@@ -63,7 +66,10 @@ def test_stop_signals_stop_every_child(
     assert (
         "inner-plane: stopping sleeper-0" in output and "inner-plane: stopping sleeper-1" in output
     )
-    assert output.rstrip().endswith("inner-plane: stopped")
+    # Shutdown lists what it stopped.
+    last = output.rstrip().splitlines()[-1]
+    assert last.startswith("inner-plane: stopped: ")
+    assert all(f"(pid {pid})" in last for pid in pids)
 
 
 def test_children_die_with_a_killed_supervisor(
@@ -78,7 +84,7 @@ def test_a_child_that_dies_is_restarted_with_backoff(
     tmp_path: Path, children: list[ChildProcess]
 ) -> None:
     supervisor, _ = start(tmp_path, children)
-    supervisor.wait_for("inner-plane: crasher exited with 3; restarting", timeout=10)
+    supervisor.wait_for("inner-plane: crasher exited with 3; restarting it in 1 s", timeout=10)
     # Started again after the back-off, and the healthy children were left alone.
     deadline = time.monotonic() + 10
     while supervisor.output().count("started crasher") < 2:

@@ -233,10 +233,23 @@ def test_publish_direct_json_output(cli: CliRunner, runtime: Runtime) -> None:
     first = run(cli, *args)
     assert first.exit_code == 0, first.stderr
     expected_id = str(derive_signal_id("default", "copilot", "T1:done"))
-    assert json.loads(first.stdout) == {"id": expected_id, "deduplicated": False}
+    # The effective mode (the kind's policy) and whether a requested interrupt was downgraded.
+    modes = {"mode": "wake", "requested_mode": None, "downgraded": False}
+    assert json.loads(first.stdout) == {"id": expected_id, "deduplicated": False, **modes}
     again = run(cli, *args)
-    assert json.loads(again.stdout) == {"id": expected_id, "deduplicated": True}
+    assert json.loads(again.stdout) == {"id": expected_id, "deduplicated": True, **modes}
     assert runtime.signals.count() == 1
+
+
+def test_publish_json_shows_a_downgraded_interrupt(cli: CliRunner, runtime: Runtime) -> None:
+    result = run(cli, *PUBLISH, "--mode", "interrupt", "--direct", "--json")
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert (shown["requested_mode"], shown["mode"], shown["downgraded"]) == (
+        "interrupt",
+        "wake",
+        True,
+    )
 
 
 def test_publish_direct_applies_options(cli: CliRunner, runtime: Runtime) -> None:
@@ -281,7 +294,7 @@ def test_publish_through_celery_without_a_worker_prints_the_task_id(
     result = run(cli, *PUBLISH, "--json")
     assert result.exit_code == 0, result.stderr
     output = json.loads(result.stdout)
-    assert set(output) == {"task_id"}
+    assert set(output) == {"task_id", "mode", "requested_mode", "downgraded"}
     uuid.UUID(output["task_id"])
     # Enqueued, not journaled: no worker runs in this test.
     assert runtime.signals.count() == 0

@@ -70,16 +70,17 @@ def test_a_failed_run_keeps_its_tool_actions_and_usage(
 
     outcome = _lane(lane_runtime, server).run("default")
 
-    activation_id = outcome.activations[0]  # the retry ran in the same drain
+    activation_id = outcome.activations[0]  # a retry may have run in the same drain
     flow = get_thoughtflow(lane_runtime.engine, activation_id)
     assert flow is not None and "HTTP 400" in flow["error"]
     assert [a["name"] for a in flow["tool_actions"]] == ["settle_signal"]
     assert flow["usage"]["requests"] == 1 and flow["usage"]["input_tokens"] > 0
     assert flow["dispositions"][str(done.id)]["disposition"] == "failed"
-    # The failed run's "acted" was never applied: the retry (answered "ok", settling nothing)
-    # decided the signal.
+    # The failed run's "acted" was never applied: the signal waits for its retry (or, if the
+    # backoff already passed, the retry that answered "ok" settling nothing dismissed it).
     signal = lane_runtime.signals.get(done.id)
-    assert signal is not None and signal.state is State.DISMISSED and signal.attempts == 2
+    assert signal is not None and signal.state in (State.PENDING, State.DISMISSED)
+    assert signal.disposition != "acted"
 
 
 def test_a_turn_interrupts_a_streaming_call_and_is_answered_next(

@@ -15,6 +15,7 @@ from inner_plane.config import ConfigError, build_settings
 from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
+from inner_plane.tools.registry import work_key
 from tests.support.activations import activation_for
 from tests.support.guard import RecordingGuard
 from tests.support.responses_wire import (
@@ -219,6 +220,8 @@ def test_configured_tools_get_one_effect_key_per_call(
     result = agent.run(context, RecordingGuard(activation.id))
     assert "send_email" in {t["name"] for t in server.requests[0]["tools"]}
     assert [a["output"] for a in result.tool_actions] == [
-        {"echo": "one", "effect_key": f"{activation.id}:0:0"},
-        {"echo": "two", "effect_key": f"{activation.id}:0:1"},
+        # The activation's work (its claimed batch), step and call: a rerun of the batch repeats
+        # the keys.
+        {"echo": "one", "effect_key": f"{work_key(activation)}:0:0"},
+        {"echo": "two", "effect_key": f"{work_key(activation)}:0:1"},
     ]

@@ -4,12 +4,14 @@ read-only journal tool."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from inner_plane.activation import Disposition
 from inner_plane.config import ConfigError, build_settings
+from inner_plane.journal.leases import Leases
 from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
@@ -35,6 +37,7 @@ def test_registry_holds_plane_tools_and_configured_ones(runtime: Runtime) -> Non
         "set_timer",
         "cancel_timer",
         "list_timers",
+        "remember",
         "send_email",
     ]
     journal = registry.get("describe_background_activity")
@@ -118,7 +121,10 @@ def test_journal_tool_describes_recent_consolidation_runs(runtime: Runtime) -> N
 
 def test_timer_tools_remind_me_at_five_for_the_activations_delegate(runtime: Runtime) -> None:
     due = publish(kind="task.completed", source="copilot", delegate_id="alice")
-    activation = activation_for(runtime, [due.id])
+    # The timer tools write fenced: the activation holds the delegate's lease.
+    taken = Leases(runtime.engine).take("default", "test", 30)
+    assert taken is not None
+    activation = replace(activation_for(runtime, [due.id]), epoch=taken[0])
     registry = build_registry(runtime)
     context = ToolContext(runtime, activation, frozenset(), RecordingGuard(activation.id), 0)
     set_timer, list_timers, cancel = (

@@ -67,7 +67,8 @@ def start_stores(data_dir: Path | None = None) -> Stores:
         database_url=configured_db, redis_url=configured_redis, data_dir=data_dir
     )
     if configured_db is None or configured_redis is None:
-        services = EmbeddedServices(settings)
+        # Persistent: kept running between sessions and shared by parallel ones.
+        services = EmbeddedServices(settings, persistent=True)
         settings = services.start()
     assert settings.database_url is not None and settings.redis_url is not None
     url = settings.database_url

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from beat_schedule import celery_beat_schedule
+from beat_schedule import WhenTimersDue, celery_beat_schedule
 from inner_plane import celery_bridge as names
 from inner_plane.config import build_settings
 from inner_plane.services.processes import default_processes
@@ -15,13 +15,18 @@ def test_beat_runs_the_tick_the_sweeper_and_retention_on_the_periodic_queue() ->
     schedule = celery_beat_schedule(settings)
     by_task = {entry["task"]: entry for entry in schedule.values()}
     assert set(by_task) == {names.TIMERS_TICK_TASK, names.SWEEP_TASK, names.RETENTION_TASK}
-    assert by_task[names.TIMERS_TICK_TASK]["schedule"] == 0.5
+    # The tick is checked every 0.5 s and sent only when a timer is due (WhenTimersDue).
+    tick_schedule = by_task[names.TIMERS_TICK_TASK]["schedule"]
+    assert isinstance(tick_schedule, WhenTimersDue)
+    assert tick_schedule.run_every.total_seconds() == 0.5
     assert by_task[names.SWEEP_TASK]["schedule"] == 7
     assert by_task[names.RETENTION_TASK]["schedule"] == 600
     for entry in schedule.values():
         assert entry["options"]["queue"] == names.PERIODIC_QUEUE
         # Stale ticks are dropped rather than run as a backlog.
-        assert entry["options"]["expires"] >= entry["schedule"]
+        every = entry["schedule"]
+        every_s = every if isinstance(every, float | int) else every.run_every.total_seconds()
+        assert entry["options"]["expires"] >= every_s
 
 
 def test_up_supervises_beat_and_a_periodic_worker() -> None:

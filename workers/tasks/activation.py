@@ -1,5 +1,6 @@
-"""The activation lane's tasks, on the `activation` queue (concurrency 1, prefetch 1), and the
-sweeper on `periodic`. Payload-free apart from the delegate: running one twice is harmless."""
+"""The activation lane's tasks, on the `activation` queue (concurrency 1, prefetch 1), user turns
+on `user_turns`, and the sweeper on `periodic`. Payload-free apart from the delegate (a user
+turn's message is journaled once per task id): running one twice is harmless."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from celery.exceptions import Reject
 
 from inner_plane import celery_bridge as names
 from inner_plane.lane.sweeper import sweep
-from inner_plane.lane.user_turns import ensure_user_turn
+from inner_plane.lane.user_turns import ensure_user_turn, wake_for_user_turn
 from inner_plane.runtime import get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
 from inner_plane.wiring import run_lane
@@ -33,11 +34,13 @@ def user_turn(
     channel: str = "text",
     turn_id: str | None = None,
 ) -> None:
+    """On `user_turns`: journal the turn now (the journal tells a running lane, which yields at
+    its next safe point) and wake the delegate's lane; never runs an activation itself."""
     try:
-        turn = ensure_user_turn(get_runtime(), delegate_id, text, channel, turn_id, self.request.id)
+        ensure_user_turn(get_runtime(), delegate_id, text, channel, turn_id, self.request.id)
     except SignalError as error:
         raise Reject(str(error), requeue=False) from None
-    run_lane(get_runtime(), delegate_id, reason=f"user turn {turn}")
+    wake_for_user_turn(get_runtime(), delegate_id)
 
 
 @shared_task(name=names.SWEEP_TASK, acks_late=True)

@@ -10,7 +10,7 @@ from celery import shared_task
 from inner_plane import celery_bridge as names
 from inner_plane import logs
 from inner_plane.journal import live
-from inner_plane.journal.retention import delete_finished_signals
+from inner_plane.journal.retention import TABLES, delete_finished_signals, delete_old_rows
 from inner_plane.runtime import get_runtime
 from inner_plane.timers import tick
 
@@ -22,13 +22,30 @@ def timers_tick() -> dict[str, Any]:
 
 
 @shared_task(name=names.RETENTION_TASK, acks_late=True, ignore_result=True)
-def retention() -> int:
+def retention() -> dict[str, int]:
+    """Every table, each with its own age; one line, and only when something was deleted."""
     runtime = get_runtime()
-    age = timedelta(seconds=runtime.settings.retention_age_s)
-    deleted = delete_finished_signals(runtime.engine, age)
-    logs.emit("retention", source="beat", deleted=deleted, older_than_s=age.total_seconds())
+    settings = runtime.settings
+    deleted = {
+        "signals": delete_finished_signals(
+            runtime.engine, timedelta(seconds=settings.retention_age_s), settings.retention_batch
+        )
+    }
+    ages = {
+        "signal_events": settings.retention_signal_events_s,
+        "thoughtflows": settings.retention_thoughtflows_s,
+        "conversation_events": settings.retention_conversation_events_s,
+        "activations": settings.retention_activations_s,
+        "user_turns": settings.retention_user_turns_s,
+    }
+    for table in TABLES:
+        deleted[table] = delete_old_rows(
+            runtime.engine, table, timedelta(seconds=ages[table]), settings.retention_batch,
+            keep_messages=settings.retention_keep_messages,
+        )  # fmt: skip
     # The live feed's log: a reconnecting reader can resume within this window.
-    window = timedelta(seconds=runtime.settings.live_retention_s)
-    feed = live.delete_older_than(runtime.engine, window)
-    logs.emit("retention", source="live_events", deleted=feed, older_than_s=window.total_seconds())
+    window = timedelta(seconds=settings.live_retention_s)
+    deleted["live_events"] = live.delete_older_than(runtime.engine, window)
+    if any(deleted.values()):
+        logs.emit("retention", source="beat", **{k: v for k, v in deleted.items() if v})
     return deleted

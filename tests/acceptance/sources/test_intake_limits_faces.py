@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
+from sqlalchemy import text
 
 from inner_plane.runtime import Runtime
 from tests.acceptance.sources.test_mcp import over_http
@@ -49,8 +50,8 @@ def test_mcp_refuses_every_limit_with_a_422_tool_error(runtime: Runtime, api: st
         return seen
 
     seen = over_http(api, session, headers={"Authorization": f"Bearer {token}"})
-    for field, is_error, text in seen:
-        assert is_error and f"422 invalid_signal: {field}: " in text, text
+    for field, is_error, message in seen:
+        assert is_error and f"422 invalid_signal: {field}: " in message, message
     assert runtime.signals.count() == 0
 
 
@@ -75,3 +76,31 @@ def test_a_replay_answers_with_the_stored_signal(runtime: Runtime, api: str) -> 
         10,
     )
     assert runtime.signals.count() == 1
+
+
+def test_the_status_read_never_fails_on_an_odd_row(runtime: Runtime, api: str) -> None:
+    token = register(runtime, "ci")
+    ids = [
+        httpx.post(
+            f"{api}/v1/signals", json={"kind": "external.ci.x"}, headers=bearer(token)
+        ).json()["id"]
+        for _ in range(3)
+    ]
+    deep = '{"d": ' + "[" * 5_000 + "]" * 5_000 + "}"  # past what Python's json can write
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE signals SET occurred_at = '10000-01-01T00:00Z' WHERE id = :id"),
+            {"id": ids[0]},
+        )
+        connection.execute(
+            text("UPDATE signals SET data = CAST(:d AS jsonb) WHERE id = :id"),
+            {"id": ids[1], "d": deep},
+        )
+        connection.execute(
+            text("UPDATE signals SET expires_at = '-infinity', trust = 'loud' WHERE id = :id"),
+            {"id": ids[2]},
+        )
+    for signal_id in ids:
+        response = httpx.get(f"{api}/v1/signals/{signal_id}", headers=bearer(token))
+        assert response.status_code == 200, response.text
+        assert response.json()["id"] == signal_id

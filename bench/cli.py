@@ -1,0 +1,82 @@
+"""How fast the CLI answers: wall time of `inner-plane --help`, `inner-plane signals show ID` and
+`inner-plane status --json`, each a fresh process, against a bare `python -c pass` measured in
+the same run, in rotating order.
+
+    python -m bench.cli [--quick]
+
+Figures: ``cli_start_ms`` (p50 per command), ``cli_vs_python_start`` (`--help` over the bare
+interpreter, target <= 6), and the same ratio for `signals show`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from bench import harness
+from bench.harness import median, p99, ratio, verdict
+
+ROUNDS = 5 if harness.QUICK else 15
+
+
+def wall_ms(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=harness.ROOT, capture_output=True, timeout=120)
+    elapsed = (time.perf_counter() - started) * 1000
+    if done.returncode not in (0, 1, 2):
+        raise RuntimeError(f"{command}: exit {done.returncode}: {done.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def main() -> None:
+    with harness.stores("cli") as stores:
+        env = stores.env()
+        from inner_plane import publish
+        from inner_plane.config import build_settings
+        from inner_plane.runtime import build_runtime
+
+        settings = build_settings(
+            database_url=stores.database_url, redis_url=stores.redis_url, data_dir=stores.data_dir
+        )
+        runtime = build_runtime(settings)
+        signal_id = publish(kind="task.completed", source="bench", runtime=runtime).id
+        python = [sys.executable]
+        cli = [sys.executable, "-m", "inner_plane"]
+        commands = {
+            "python": [*python, "-c", "pass"],
+            "help": [*cli, "--help"],
+            "signals_show": [*cli, "signals", "show", str(signal_id)],
+            "status": [*cli, "status", "--json"],
+        }
+        # One warm-up each: the first run pays for cold file caches, not for the CLI.
+        for command in commands.values():
+            wall_ms(command, env)
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        names = list(commands)
+        for round_ in range(ROUNDS):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                samples[name].append(wall_ms(commands[name], env))
+
+    p50 = {name: round(median(values), 1) for name, values in samples.items()}
+    figures = {
+        "cli_start_ms": {name: p50[name] for name in ("help", "signals_show", "status")},
+        "cli_start_p99_ms": {name: round(p99(samples[name]), 1) for name in samples},
+        "python_start_ms": p50["python"],
+        "cli_vs_python_start": ratio(p50["help"], p50["python"], 2),
+        "signals_show_vs_python_start": ratio(p50["signals_show"], p50["python"], 2),
+        "rounds": ROUNDS,
+        "cpu_count": os.cpu_count(),
+    }
+    for name in names:
+        print(f"{name:>13}: p50 {p50[name]:7.1f} ms  p99 {p99(samples[name]):7.1f} ms")
+    print(
+        f"--help over bare python: {figures['cli_vs_python_start']}x "
+        + verdict(figures["cli_vs_python_start"], 6, higher_is_better=False)
+    )
+    harness.emit(figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Readers that never fail on a stored value: what the journal holds can always be read back.
+
+The intake keeps timestamps inside a window and JSON shallow, but a row can still be made odd
+behind the model's back (a direct UPDATE, an old version, a restore). Reading such a row must not
+stop a lane, the sweeper or an operator's list, so every engine of the plane loads:
+
+- a ``timestamptz`` Python cannot hold (after year 9999, before year 1, ``infinity``) as the
+  nearest instant it can (:data:`FAR_PAST` / :data:`FAR_FUTURE`);
+- ``json``/``jsonb`` nested too deep for Python's parser as ``{UNREADABLE: reason}``.
+
+Both lie outside what the intake accepts, so the lane recognises such a row and quarantines it
+(see ``inner_plane.signals.model.stored_problem``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.datetime import TimestamptzLoader
+from psycopg.types.json import set_json_loads
+
+from inner_plane.signals.model import UNREADABLE_DATA
+
+FAR_PAST = datetime.min.replace(tzinfo=UTC)
+FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+UNREADABLE = UNREADABLE_DATA
+
+
+class TolerantTimestamptzLoader(TimestamptzLoader):
+    def load(self, data: Any) -> datetime:
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            text = bytes(data).decode("ascii", "replace")
+            return FAR_PAST if text.endswith("BC") or text.startswith("-") else FAR_FUTURE
+
+
+def tolerant_json_loads(data: str | bytes) -> Any:
+    try:
+        return json.loads(data)
+    except RecursionError:
+        return {UNREADABLE: f"JSON nested too deep to read ({len(data)} bytes)"}
+
+
+def install(connection: psycopg.Connection[Any]) -> None:
+    """Register the tolerant loaders on one driver connection."""
+    connection.adapters.register_loader("timestamptz", TolerantTimestamptzLoader)
+    set_json_loads(tolerant_json_loads, connection)

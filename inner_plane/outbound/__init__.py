@@ -1,0 +1,1 @@
+"""Outbound contact with the user: channels (SMTP, signed webhook) and idempotent delivery."""

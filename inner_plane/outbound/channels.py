@@ -1,0 +1,151 @@
+"""The channels a message to the user can take, built from settings: SMTP through the standard
+library, and a webhook POSTed with an HMAC-SHA256 signature, retried with backoff.
+
+Each send carries the message's idempotency key (SMTP: a Message-ID derived from it; webhook:
+an ``Idempotency-Key`` header), so a receiver can drop the repeat of a send whose outcome a
+crash kept the journal from recording.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import smtplib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formatdate
+from typing import Protocol
+
+import httpx
+
+from inner_plane.config import Settings
+
+SIGNATURE_HEADER = "X-Inner-Plane-Signature"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+@dataclass(frozen=True)
+class Message:
+    delegate_id: str
+    subject: str
+    body: str
+    idempotency_key: str
+    urgency: str = "normal"  # normal, high
+
+
+class ChannelError(Exception):
+    """The channel could not deliver (after its retries)."""
+
+
+class Channel(Protocol):
+    name: str
+
+    def send(self, message: Message) -> None: ...
+
+
+def message_id(key: str, domain: str) -> str:
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return f"<{digest}@{domain}>"
+
+
+class SmtpChannel:
+    name = "email"
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings.notify_smtp_host and settings.notify_smtp_to
+        self.host = settings.notify_smtp_host
+        self.port = settings.notify_smtp_port
+        self.starttls = settings.notify_smtp_starttls
+        self.username = settings.notify_smtp_username
+        self.password = settings.notify_smtp_password
+        self.sender = settings.notify_smtp_from
+        self.recipients = [r.strip() for r in settings.notify_smtp_to.split(",") if r.strip()]
+        self.timeout = settings.notify_timeout_s
+
+    def send(self, message: Message) -> None:
+        email = EmailMessage()
+        email["From"] = self.sender
+        email["To"] = ", ".join(self.recipients)
+        email["Subject"] = message.subject
+        email["Date"] = formatdate(usegmt=True)
+        domain = self.sender.rpartition("@")[2] or "inner-plane"
+        email["Message-ID"] = message_id(message.idempotency_key, domain)
+        if message.urgency == "high":
+            email["Importance"] = "high"
+        email.set_content(message.body)
+        try:
+            with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
+                if self.starttls:
+                    smtp.starttls()
+                if self.username:
+                    smtp.login(self.username, self.password or "")
+                smtp.send_message(email)
+        except (smtplib.SMTPException, OSError) as error:
+            raise ChannelError(f"smtp {self.host}:{self.port}: {error}") from error
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class WebhookChannel:
+    name = "webhook"
+
+    def __init__(
+        self,
+        settings: Settings,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        assert settings.notify_webhook_url and settings.notify_webhook_secret
+        self.url = settings.notify_webhook_url
+        self.secret = settings.notify_webhook_secret
+        self.attempts = settings.notify_webhook_attempts
+        self.timeout = settings.notify_timeout_s
+        self.sleep = sleep
+        self.transport = transport
+
+    def send(self, message: Message) -> None:
+        body = json.dumps(
+            {
+                "delegate_id": message.delegate_id,
+                "subject": message.subject,
+                "body": message.body,
+                "urgency": message.urgency,
+                "idempotency_key": message.idempotency_key,
+            },
+            separators=(",", ":"),
+        ).encode()
+        headers = {
+            "Content-Type": "application/json",
+            SIGNATURE_HEADER: sign(self.secret, body),
+            IDEMPOTENCY_HEADER: message.idempotency_key,
+        }
+        last = "no attempt"
+        with httpx.Client(timeout=self.timeout, transport=self.transport) as client:
+            for attempt in range(self.attempts):
+                if attempt:
+                    self.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
+                try:
+                    answer = client.post(self.url, content=body, headers=headers)
+                except httpx.HTTPError as error:
+                    last = f"{type(error).__name__}: {error}"
+                    continue
+                if answer.status_code < 300:
+                    return
+                last = f"HTTP {answer.status_code}"
+                if answer.status_code < 500 and answer.status_code not in (408, 429):
+                    break  # the receiver refuses this message: retrying will not help
+        raise ChannelError(f"webhook {self.url}: {last}")
+
+
+def configured_channels(settings: Settings) -> list[Channel]:
+    channels: list[Channel] = []
+    if settings.notify_smtp_host:
+        channels.append(SmtpChannel(settings))
+    if settings.notify_webhook_url:
+        channels.append(WebhookChannel(settings))
+    return channels

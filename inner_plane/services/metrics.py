@@ -1,0 +1,314 @@
+"""The plane's Prometheus metrics.
+
+Counters and histograms are kept in one Redis hash that every process adds to (the signals and
+activation workers, beat's tick, the API): a :class:`Recorder` observes the `[inner-context]`
+records a process writes and flushes its increments once a second. Any API process reads the
+same hash at scrape time, so the figures are right however many API processes serve /metrics,
+and they survive restarts. Gauges (pending, claimed, dead, leases, lanes, queue depths, beat)
+are read from the journal and Redis at scrape time.
+
+Cardinality is bounded: signals are counted by kind namespace (the kind's first segment) and by
+source, with at most ``MAX_SOURCES`` sources (later ones count as ``other``); per-delegate series
+exist only for the top ``TOP_DELEGATES`` lanes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import redis
+
+from inner_plane import logs, redis_keys
+
+MAX_SOURCES = 50
+TOP_DELEGATES = 10
+BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+_SIGNAL_EVENTS = {"published", "deduplicated", "rejected", "quarantined"}
+_ACTIVATION_EVENTS = {"started", "completed", "failed", "interrupted"}
+_LABEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+def _label(value: Any) -> str:
+    text = str(value or "").lower()
+    return text if _LABEL.match(text) else "invalid"
+
+
+def _bucket(seconds: float) -> str:
+    for bound in BUCKETS:
+        if seconds <= bound:
+            return repr(bound)
+    return "+Inf"
+
+
+class Recorder:
+    """Counts the records of this process into Redis (buffered, flushed every ``flush_s``)."""
+
+    def __init__(self, redis_url: str, flush_s: float = 1.0) -> None:
+        self.redis_url = redis_url
+        self.flush_s = flush_s
+        self._pending: dict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._sources: dict[str, str] = {}
+        self._client: redis.Redis | None = None
+
+    # The observer: called for every record, on the caller's thread; only touches memory.
+    def __call__(self, event: str, fields: dict[str, Any]) -> None:
+        if event in _SIGNAL_EVENTS:
+            kind = str(fields.get("kind") or "")
+            namespace = _label(kind.split(".", 1)[0])
+            source = str(fields.get("source") or "")
+            self._add(f"signals_{event}|namespace={namespace}|source={source}", 1)
+        elif event in _ACTIVATION_EVENTS and fields.get("source") == "lane":
+            self._add(f"activations|outcome={event}", 1)
+            if event == "completed" and fields.get("duration_ms") is not None:
+                self._observe("activation_duration", float(fields["duration_ms"]) / 1000)
+            if event == "started" and fields.get("waited_ms") is not None:
+                self._observe("wake_latency", float(fields["waited_ms"]) / 1000)
+
+    def _observe(self, name: str, seconds: float) -> None:
+        self._add(f"{name}_bucket|le={_bucket(seconds)}", 1)
+        self._add(f"{name}_sum", seconds)
+        self._add(f"{name}_count", 1)
+
+    def _add(self, key: str, amount: float) -> None:
+        with self._lock:
+            self._pending[key] += amount
+            if self._pid != os.getpid():  # first record in this process (or after a fork)
+                self._pid = os.getpid()
+                self._client = None
+                self._sources = {}
+                threading.Thread(target=self._loop, daemon=True, name="metrics").start()
+                atexit.register(self.flush)
+
+    def _loop(self) -> None:
+        pid = os.getpid()
+        while self._pid == pid:
+            time.sleep(self.flush_s)
+            self.flush()
+
+    def _source(self, client: redis.Redis, source: str) -> str:
+        """The label a source is counted under: itself while fewer than MAX_SOURCES exist."""
+        known = self._sources.get(source)
+        if known is None:
+            key = redis_keys.metric_sources()
+            if client.sismember(key, source) or (
+                client.scard(key) < MAX_SOURCES and client.sadd(key, source) >= 0
+            ):
+                known = source
+            else:
+                known = "other"
+            self._sources[source] = known
+        return known
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, defaultdict(float)
+        if not pending:
+            return
+        try:
+            if self._client is None:
+                self._client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
+            client = self._client
+            pipe = client.pipeline(transaction=False)
+            for key, amount in pending.items():
+                if "|source=" in key:
+                    head, source = key.rsplit("|source=", 1)
+                    key = f"{head}|source={_label(self._source(client, source))}"
+                pipe.hincrbyfloat(redis_keys.metric_counters(), key, amount)
+            pipe.execute()
+        except redis.RedisError:
+            # Redis down: keep the increments for the next flush rather than lose them.
+            with self._lock:
+                for key, amount in pending.items():
+                    self._pending[key] += amount
+
+
+_recorder: Recorder | None = None
+
+
+def install(redis_url: str | None) -> None:
+    """Count this process's records (once per process; nothing without a Redis URL)."""
+    global _recorder
+    if redis_url is None or _recorder is not None:
+        return
+    _recorder = Recorder(redis_url)
+    logs.observe(_recorder)
+
+
+def flush() -> None:
+    if _recorder is not None:
+        _recorder.flush()
+
+
+# --- Scrape side -------------------------------------------------------------------------------
+
+_HELP = {
+    "signals_published": "Signals journaled, by kind namespace and source",
+    "signals_deduplicated": "Publications answered by an existing signal (same dedup key)",
+    "signals_rejected": "Publications refused as bad input",
+    "signals_quarantined": "Stored signals quarantined (dead) because they could not be processed",
+    "activations": "Activations by outcome (started, completed, failed, interrupted)",
+}
+_HISTOGRAMS = {
+    "activation_duration": "Seconds from an activation's start to its end",
+    "wake_latency": "Seconds from a batch's oldest signal entering the journal to its activation",
+}
+
+
+def _split(key: str) -> tuple[str, dict[str, str]]:
+    name, *pairs = key.split("|")
+    return name, dict(pair.split("=", 1) for pair in pairs)
+
+
+def families(
+    redis_client: redis.Redis | None, engine: Any, broker: redis.Redis | None, queues: list[str]
+) -> Iterator[Any]:
+    """Every metric family, read now (prometheus_client's ``collect`` protocol)."""
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
+
+    up = GaugeMetricFamily("inner_plane_store_up", "1 if the store answered", labels=["store"])
+    raw: dict[str, float] = {}
+    beat_age: float | None = None
+    if redis_client is not None:
+        try:
+            raw = {
+                (k.decode() if isinstance(k, bytes) else k): float(v)
+                for k, v in redis_client.hgetall(redis_keys.metric_counters()).items()
+            }
+            from inner_plane.services.probes import beat_tick_age
+
+            beat_age = beat_tick_age(redis_client)
+            up.add_metric(["redis"], 1)
+        except redis.RedisError:
+            up.add_metric(["redis"], 0)
+    counters: dict[str, Any] = {}
+    for name, help_text in _HELP.items():
+        label_names = ["outcome"] if name == "activations" else ["namespace", "source"]
+        counters[name] = CounterMetricFamily(f"inner_plane_{name}", help_text, labels=label_names)
+    histograms: dict[str, dict[str, Any]] = {name: {} for name in _HISTOGRAMS}
+    for key, value in raw.items():
+        name, labels = _split(key)
+        if name in counters:
+            names = ["outcome"] if name == "activations" else ["namespace", "source"]
+            counters[name].add_metric([labels.get(k, "") for k in names], value)
+        for hist in _HISTOGRAMS:
+            if name == f"{hist}_bucket":
+                histograms[hist][labels["le"]] = value
+            elif name == f"{hist}_sum":
+                histograms[hist]["sum"] = value
+    yield from counters.values()
+    for hist, help_text in _HISTOGRAMS.items():
+        seen = histograms[hist]
+        cumulative, buckets = 0.0, []
+        for bound in [*map(repr, BUCKETS), "+Inf"]:
+            cumulative += seen.get(bound, 0.0)
+            buckets.append((bound, cumulative))
+        family = HistogramMetricFamily(f"inner_plane_{hist}_seconds", help_text)
+        family.add_metric([], buckets, sum_value=seen.get("sum", 0.0))
+        yield family
+
+    beat = GaugeMetricFamily(
+        "inner_plane_beat_last_tick_age_seconds", "Seconds since beat's last scheduler loop"
+    )
+    if beat_age is not None:
+        beat.add_metric([], beat_age)
+    yield beat
+
+    depth = GaugeMetricFamily(
+        "inner_plane_queue_depth", "Messages waiting in a Celery queue", labels=["queue"]
+    )
+    if broker is not None:
+        from inner_plane.services.probes import queue_depths
+
+        try:
+            for queue, count in queue_depths(broker, queues).items():
+                depth.add_metric([queue], count)
+        except redis.RedisError:
+            pass
+    yield depth
+
+    yield from _journal_families(engine, up)
+    yield up
+
+
+def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    from inner_plane.journal import overview
+
+    try:
+        with engine.connect() as connection:
+            counts = overview.counts(connection)
+            lanes = overview.lanes(connection, TOP_DELEGATES)
+            backlog = overview.delegates_with_backlog(connection)
+            budget = overview.wake_budget_used(connection, TOP_DELEGATES)
+    except Exception:
+        up.add_metric(["postgresql"], 0)
+        return
+    up.add_metric(["postgresql"], 1)
+    signals = GaugeMetricFamily("inner_plane_signals", "Signals by state, now", labels=["state"])
+    for state in ("pending", "due", "claimed", "dead"):
+        signals.add_metric([state], getattr(counts, state))
+    yield signals
+    oldest = GaugeMetricFamily(
+        "inner_plane_oldest_pending_seconds", "Age of the oldest pending non-ambient signal"
+    )
+    oldest.add_metric([], counts.oldest_pending_s or 0.0)
+    yield oldest
+    turns = GaugeMetricFamily("inner_plane_user_turns_queued", "User turns waiting")
+    turns.add_metric([], counts.queued_turns)
+    yield turns
+    running = GaugeMetricFamily("inner_plane_activations_running", "Activations running now")
+    running.add_metric([], counts.running_activations)
+    yield running
+    leases = GaugeMetricFamily("inner_plane_leases", "Lane leases by state", labels=["state"])
+    leases.add_metric(["held"], counts.leases_held)
+    leases.add_metric(["expired"], counts.leases_expired)
+    yield leases
+    with_backlog = GaugeMetricFamily(
+        "inner_plane_lanes_with_due_work", "Delegates with due signals"
+    )
+    with_backlog.add_metric([], backlog)
+    yield with_backlog
+    due = GaugeMetricFamily(
+        "inner_plane_lane_due_signals",
+        f"Due signals of the top {TOP_DELEGATES} lanes by backlog",
+        labels=["delegate"],
+    )
+    age = GaugeMetricFamily(
+        "inner_plane_lane_oldest_due_seconds",
+        f"Age of the oldest due signal, top {TOP_DELEGATES} lanes",
+        labels=["delegate"],
+    )
+    idle = GaugeMetricFamily(
+        "inner_plane_lane_idle_with_due_work",
+        "1 if the lane has due signals and no activation holds its lease",
+        labels=["delegate"],
+    )
+    for lane in lanes:
+        due.add_metric([lane.delegate_id], lane.due)
+        age.add_metric([lane.delegate_id], lane.oldest_due_s)
+        idle.add_metric([lane.delegate_id], 0 if lane.leased else 1)
+    yield due
+    yield age
+    yield idle
+    used = GaugeMetricFamily(
+        "inner_plane_wake_budget_used",
+        f"Background activations in the last hour, top {TOP_DELEGATES} delegates",
+        labels=["delegate"],
+    )
+    for delegate, count in budget.items():
+        used.add_metric([delegate], count)
+    yield used

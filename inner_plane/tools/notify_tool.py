@@ -1,0 +1,68 @@
+"""``notify_user``: contact the user through the configured channels (email over SMTP, a signed
+webhook). Sent once per (activation, step, call) effect key: a rerun of the same call sends
+nothing again. Registered only when a channel is configured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inner_plane.outbound.channels import Channel, Message, configured_channels
+from inner_plane.outbound.deliver import deliver
+from inner_plane.runtime import Runtime
+from inner_plane.tools.registry import Tool, ToolContext, ToolError
+
+NAME = "notify_user"
+MAX_SUBJECT = 200
+MAX_BODY = 20_000
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "subject": {"type": "string", "description": "A short subject line."},
+        "body": {"type": "string", "description": "The message to the user."},
+        "urgency": {"type": "string", "enum": ["normal", "high"]},
+    },
+    "required": ["subject", "body"],
+    "additionalProperties": False,
+}
+DESCRIPTION = (
+    "Contact the user outside the conversation (email or their notification hook), for "
+    "something they asked to be told about or must know now. Sent once per call."
+)
+
+
+def message_from(arguments: dict[str, Any], delegate_id: str, key: str) -> Message:
+    subject = arguments.get("subject")
+    body = arguments.get("body")
+    urgency = arguments.get("urgency", "normal")
+    if not isinstance(subject, str) or not subject.strip() or len(subject) > MAX_SUBJECT:
+        raise ToolError(f"subject: must be 1 to {MAX_SUBJECT} characters of text")
+    if "\n" in subject or "\r" in subject:
+        raise ToolError("subject: must be one line")
+    if not isinstance(body, str) or not body.strip() or len(body) > MAX_BODY:
+        raise ToolError(f"body: must be 1 to {MAX_BODY} characters of text")
+    if urgency not in ("normal", "high"):
+        raise ToolError("urgency: must be 'normal' or 'high'")
+    return Message(delegate_id, subject.strip(), body, key, urgency)
+
+
+def notify_tool(channels: list[Channel]) -> Tool:
+    def handler(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        activation = context.activation
+        message = message_from(arguments, activation.delegate_id, f"notify:{context.effect_key()}")
+        deliveries = deliver(
+            context.runtime,
+            channels,
+            message,
+            epoch=activation.epoch,
+            activation_id=activation.id,
+        )
+        if deliveries and all(d.status == "failed" for d in deliveries):
+            raise ToolError("; ".join(f"{d.channel}: {d.error}" for d in deliveries))
+        return {"deliveries": [{"channel": d.channel, "status": d.status} for d in deliveries]}
+
+    return Tool(NAME, DESCRIPTION, PARAMETERS, handler)
+
+
+def notify_tools(runtime: Runtime) -> list[Tool]:
+    channels = configured_channels(runtime.settings)
+    return [notify_tool(channels)] if channels else []
