@@ -155,7 +155,9 @@ class LiveFeed:
         that has its headers misses nothing written after."""
         try:
             yield "retry: 1000\n\n"
-            position = sub.joined_at
+            # A client ahead of this process's reader (it read from another API process) skips
+            # what it has; one behind first reads the log from where it stopped.
+            position = sub.joined_at if start is None else max(start, sub.joined_at)
             if start is not None and start < sub.joined_at:
                 position = start
                 oldest = await run_in_threadpool(self._oldest_id)

@@ -1,7 +1,7 @@
 """retention: an index per table on the age each retention rule reads, oldest first
 
-Revision ID: 0016_retention_indexes
-Revises: 0015_notifications
+Revision ID: 0017_retention_indexes
+Revises: 0016_tool_effects
 Create Date: 2026-12-01
 
 Retention deletes a batch of each table's oldest rows past its age (journal/retention.py); each
@@ -11,8 +11,8 @@ also serves the wake budget read by /metrics (background activations of the last
 
 from alembic import op
 
-revision = "0016_retention_indexes"
-down_revision = "0015_notifications"
+revision = "0017_retention_indexes"
+down_revision = "0016_tool_effects"
 branch_labels = None
 depends_on = None
 
