@@ -4,6 +4,8 @@
 user turn through the activation lane.
 
 The names below load on first use, so importing a submodule (the CLI, a probe) stays cheap.
+
+The public API face. Nothing inside the library imports this package.
 """
 
 from __future__ import annotations

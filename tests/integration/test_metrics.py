@@ -17,7 +17,7 @@ from inner_plane.services import metrics
 
 @pytest.fixture
 def client(runtime: Runtime) -> Iterator[TestClient]:
-    app = create_app(lambda: runtime, mcp=False, bind_host="127.0.0.1")
+    app = create_app(lambda: runtime, bind_host="127.0.0.1")
     with TestClient(app) as test_client:
         yield test_client
 
@@ -79,3 +79,25 @@ def test_series_stay_bounded_with_ten_thousand_delegates(
     sources = {labels["source"] for labels, _ in samples["inner_plane_signals_published_total"]}
     assert len(sources) <= metrics.MAX_SOURCES + 1 and "other" in sources
     assert sum(len(series) for series in samples.values()) < 400
+
+
+def test_alert_rules_and_dashboard_use_only_exposed_metrics(client: TestClient) -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
+    exprs = [
+        rule["expr"]
+        for group in yaml.safe_load((root / "alerts.yml").read_text())["groups"]
+        for rule in group["rules"]
+    ]
+    dashboard = json.loads((root / "grafana-dashboard.json").read_text())
+    exprs += [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    used = {name for expr in exprs for name in re.findall(r"\binner_plane_[a-z_]+", expr)}
+    # Every family /metrics declares (an empty one too), with a histogram's series names.
+    types = re.findall(r"^# TYPE (\S+) ", client.get("/metrics").text, re.MULTILINE)
+    exposed = {f"{name}{suffix}" for name in types for suffix in ("", "_bucket", "_sum", "_count")}
+    assert used and used <= exposed, used - exposed

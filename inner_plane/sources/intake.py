@@ -8,11 +8,10 @@ from fastapi import Request
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from inner_plane.http import errors
 from inner_plane.journal.database import SchemaError
 from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth
+from inner_plane.sources import auth, errors
 
 MAX_BODY_BYTES = 1024 * 1024
 # Failures that mean "the journal is unreachable" (503), as opposed to bugs (500).
