@@ -73,6 +73,14 @@ def parse_request(body: bytes) -> tuple[list[Any], bool]:
     return signals, True
 
 
+def plain_text(body: bytes) -> bool:
+    """True if no string parsed from this JSON body can hold a NUL or a lone surrogate: in
+    UTF-8 both need a \\u escape or (json.loads decodes with surrogatepass) the lead byte 0xED;
+    a UTF-16 or UTF-32 body (which json.loads also accepts) holds NUL bytes. Any of these
+    anywhere only means the exact per-string check runs."""
+    return b"\\u" not in body and b"\xed" not in body and b"\x00" not in body
+
+
 def publish_request(
     runtime_factory: Callable[[], Runtime],
     method: str,
@@ -86,7 +94,7 @@ def publish_request(
         runtime, processor = authorized(runtime_factory, method, path, headers, body, client)
         raws, batch = parse_request(body)
         published = grants.publish_for(
-            runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch
+            runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch, plain_text(body)
         )
     except SignalError as error:
         raise errors.invalid(error.field, error.reason) from None
