@@ -21,6 +21,7 @@ from inner_plane import operators
 from inner_plane import timeline as timeline_view
 from inner_plane.http.live_feed import LiveFeed, wanted_by
 from inner_plane.http.operator_auth import Caller, OperatorGate
+from inner_plane.journal import delegates as delegate_reads
 from inner_plane.journal import reads
 from inner_plane.journal.live import Position
 from inner_plane.runtime import Runtime
@@ -130,7 +131,7 @@ def build_router(
         time; the wake budget used and the last activation."""
         page = await read(
             request,
-            lambda rt: reads.delegates_overview(
+            lambda rt: delegate_reads.delegates_overview(
                 rt.engine,
                 wake_budget_per_hour=rt.settings.wake_budget_per_hour,
                 cursor=cursor,
@@ -143,7 +144,7 @@ def build_router(
     async def delegate(request: Request, delegate_id: str) -> Response:
         page = await read(
             request,
-            lambda rt: reads.delegates_overview(
+            lambda rt: delegate_reads.delegates_overview(
                 rt.engine,
                 wake_budget_per_hour=rt.settings.wake_budget_per_hour,
                 delegate_id=delegate_id,
@@ -208,7 +209,9 @@ def build_router(
         minutes: Annotated[int, Query(ge=5, le=1440)] = 60,
     ) -> Response:
         return _json(
-            await read(request, lambda rt: reads.chart_series(rt.engine, delegate_id, minutes))
+            await read(
+                request, lambda rt: delegate_reads.chart_series(rt.engine, delegate_id, minutes)
+            )
         )
 
     @router.get(

@@ -25,6 +25,7 @@ from inner_plane import operators
 from inner_plane import timeline as timeline_view
 from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
 from inner_plane.http.ui_views import charts, entry_view, pretty, signal_view
+from inner_plane.journal import delegates as delegate_reads
 from inner_plane.journal import reads
 from inner_plane.runtime import Runtime
 from inner_plane.sources.errors import ApiError
@@ -126,7 +127,7 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
     ) -> Response:
         async def render() -> Response:
             def work(rt: Runtime) -> dict[str, Any]:
-                overview = reads.delegates_overview(
+                overview = delegate_reads.delegates_overview(
                     rt.engine, wake_budget_per_hour=rt.settings.wake_budget_per_hour, limit=100
                 )
                 names = [d["delegate_id"] for d in overview.items]
@@ -134,7 +135,7 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 return {
                     "delegates": overview.items,
                     "chosen": chosen,
-                    "charts": charts(reads.chart_series(rt.engine, chosen)),
+                    "charts": charts(delegate_reads.chart_series(rt.engine, chosen)),
                 }
 
             return page(request, "dashboard.html", await load(request, work))
@@ -146,7 +147,7 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
         async def render() -> Response:
             found = await load(
                 request,
-                lambda rt: reads.delegates_overview(
+                lambda rt: delegate_reads.delegates_overview(
                     rt.engine, wake_budget_per_hour=rt.settings.wake_budget_per_hour, limit=100
                 ),
             )

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
+from inner_plane.journal import delegates as delegate_reads
 from inner_plane.journal import live, reads
 from inner_plane.journal.live import Position
 from inner_plane.runtime import Runtime
@@ -106,7 +107,7 @@ def test_operator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[s
             text("SELECT max(seq) FROM conversation_events WHERE delegate_id = 'd3'")
         ).scalar()
     calls: list[Callable[[], Any]] = [
-        lambda: reads.delegates_overview(engine, wake_budget_per_hour=60, limit=50),
+        lambda: delegate_reads.delegates_overview(engine, wake_budget_per_hour=60, limit=50),
         lambda: reads.search_signals(engine, delegate_id="d3", limit=50),
         lambda: reads.search_signals(engine, limit=50),
         lambda: reads.search_signals(engine, delegate_id="d3", kind_prefix="task.", limit=50),
@@ -119,7 +120,7 @@ def test_operator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[s
         lambda: reads.activation_detail(engine, some_activation or uuid.uuid4()),
         lambda: reads.memories_page(engine, "d3"),
         lambda: reads.timers_page(engine, "d3"),
-        lambda: reads.chart_series(engine, "d3"),
+        lambda: delegate_reads.chart_series(engine, "d3"),
     ]
     for call in calls:
         call()

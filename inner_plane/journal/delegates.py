@@ -1,0 +1,247 @@
+"""The operator's delegates overview and the dashboard's charts: per delegate, the lane's state,
+counts by state, due times, the wake budget used and the last activation; per-minute series.
+Every figure is an index range of one delegate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from inner_plane.journal.paging import Page, decode_cursor, encode_cursor, jsonable, page_limit
+from inner_plane.journal.paging import record as as_record
+from inner_plane.journal.predicates import WAKING, due
+from inner_plane.journal.reads import ACTIVATION_COLUMNS
+
+# --- delegates overview -----------------------------------------------------------------------
+
+# Delegates known to the journal: a loose index scan of ix_signals_delegate_seq (one probe per
+# delegate, not a scan of the signals), plus every delegate that ever held a lease or talked.
+_DELEGATES = """
+WITH RECURSIVE walk AS (
+    (SELECT delegate_id FROM signals WHERE delegate_id > :after ORDER BY delegate_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.delegate_id FROM signals s WHERE s.delegate_id > walk.delegate_id
+             ORDER BY s.delegate_id LIMIT 1)
+      FROM walk WHERE walk.delegate_id IS NOT NULL
+)
+SELECT delegate_id FROM (
+    SELECT delegate_id FROM walk WHERE delegate_id IS NOT NULL
+    UNION SELECT delegate_id FROM leases WHERE delegate_id > :after
+    UNION SELECT delegate_id FROM conversations WHERE ended_at IS NULL AND delegate_id > :after
+) d ORDER BY delegate_id LIMIT :limit
+"""
+
+# One row per delegate; every figure is an index range of that delegate (partial indexes for
+# pending, claimed, dead and due-wake signals, running activations and queued turns).
+_DUE_WAKE = due(WAKING, of="d.delegate_id", alias="s")
+_OVERVIEW = f"""
+SELECT d.delegate_id,
+       l.epoch, l.holder, l.expires_at,
+       (l.holder IS NOT NULL AND l.expires_at > now()) AS lease_live,
+       (SELECT id FROM activations a
+         WHERE a.delegate_id = d.delegate_id AND a.state = 'running'
+         ORDER BY a.started_at DESC LIMIT 1) AS running_activation,
+       (SELECT count(*) FROM signals s
+         WHERE s.delegate_id = d.delegate_id AND s.state = 'pending') AS pending,
+       (SELECT count(*) FROM signals s
+         WHERE s.delegate_id = d.delegate_id AND s.state = 'claimed') AS claimed,
+       (SELECT count(*) FROM signals s
+         WHERE s.delegate_id = d.delegate_id AND s.state = 'dead') AS dead,
+       (SELECT min(created_at) FROM signals s
+         WHERE s.delegate_id = d.delegate_id AND s.state = 'pending') AS oldest_pending,
+       (SELECT count(*) FROM signals s
+         WHERE {_DUE_WAKE}) AS due_now,
+       (SELECT min(available_at) FROM signals s
+         WHERE s.delegate_id = d.delegate_id AND s.state = 'pending'
+           AND s.mode IN ('wake', 'interrupt') AND s.available_at > now()) AS next_signal_due,
+       (SELECT min(next_due) FROM timers t
+         WHERE t.delegate_id = d.delegate_id AND t.state = 'active') AS next_timer_due,
+       (SELECT count(*) FROM user_turns u
+         WHERE u.delegate_id = d.delegate_id AND u.state = 'queued') AS queued_turns,
+       (SELECT count(*) FROM activations a
+         WHERE a.delegate_id = d.delegate_id
+           AND a.trigger IN ('wake', 'interrupt', 'drain')
+           AND a.started_at > now() - interval '1 hour') AS wake_budget_used,
+       (SELECT jsonb_object_agg(state, n) FROM (
+            SELECT s.state, count(*) AS n FROM signals s
+             WHERE s.delegate_id = d.delegate_id AND s.created_at > now() - interval '1 hour'
+             GROUP BY s.state) h) AS last_hour_by_state,
+       now() AS now
+  FROM unnest(CAST(:delegates AS text[])) AS d(delegate_id)
+  LEFT JOIN leases l ON l.delegate_id = d.delegate_id
+ ORDER BY d.delegate_id
+"""  # noqa: S608 - constant fragment
+
+_LAST_ACTIVATION = f"""
+SELECT DISTINCT ON (d.delegate_id) d.delegate_id, a.*
+  FROM unnest(CAST(:delegates AS text[])) AS d(delegate_id)
+  CROSS JOIN LATERAL (
+      SELECT {ACTIVATION_COLUMNS},
+             extract(epoch FROM finished_at - started_at) * 1000 AS duration_ms
+        FROM activations x WHERE x.delegate_id = d.delegate_id
+       ORDER BY x.seq DESC LIMIT 1) a
+"""  # noqa: S608 - constant column list
+
+
+def delegates_overview(
+    engine: Engine,
+    *,
+    wake_budget_per_hour: int,
+    delegate_id: str | None = None,
+    cursor: str | None = None,
+    limit: int = 50,
+) -> Page:
+    """For each delegate: lane state (idle, waiting, running) with holder, epoch and running
+    activation; counts by state, the oldest pending signal's age and the next due time; the
+    wake budget used and the last activation."""
+    with engine.connect() as connection:
+        if delegate_id is not None:
+            names = [delegate_id]
+            more = False
+        else:
+            after = "" if cursor is None else decode_cursor(cursor, [str])[0]
+            names = list(
+                connection.execute(
+                    text(_DELEGATES), {"after": after, "limit": page_limit(limit) + 1}
+                ).scalars()
+            )
+            more = len(names) > page_limit(limit)
+            names = names[: page_limit(limit)]
+        if not names:
+            return Page([], None)
+        rows = connection.execute(text(_OVERVIEW), {"delegates": names}).all()
+        last = {
+            r.delegate_id: r
+            for r in connection.execute(text(_LAST_ACTIVATION), {"delegates": names})
+        }
+    items = []
+    for row in rows:
+        items.append(_overview_item(row, last.get(row.delegate_id), wake_budget_per_hour))
+    return Page(items, encode_cursor(names[-1]) if more else None)
+
+
+def _overview_item(row: Any, last: Any, budget: int) -> dict[str, Any]:
+    if row.lease_live:
+        state = "running"
+    elif row.due_now or row.queued_turns:
+        state = "waiting"
+    else:
+        state = "idle"
+    next_due = min(
+        (t for t in (row.next_signal_due, row.next_timer_due) if t is not None), default=None
+    )
+    last_activation = None
+    if last is not None:
+        last_activation = as_record(last, drop=("delegate_id",))
+        last_activation["delegate_id"] = row.delegate_id
+        if last_activation["duration_ms"] is not None:
+            last_activation["duration_ms"] = round(float(last_activation["duration_ms"]), 1)
+    oldest = row.oldest_pending
+    return {
+        "delegate_id": row.delegate_id,
+        "lane": {
+            "state": state,
+            "holder": row.holder if row.lease_live else None,
+            "epoch": row.epoch,
+            "lease_expires_at": jsonable(row.expires_at) if row.lease_live else None,
+            "running_activation": jsonable(row.running_activation),
+        },
+        "counts": {
+            "pending": row.pending,
+            "claimed": row.claimed,
+            "dead": row.dead,
+            "due_now": row.due_now,
+            "queued_user_turns": row.queued_turns,
+            "created_last_hour_by_state": dict(row.last_hour_by_state or {}),
+        },
+        "oldest_pending_age_s": None
+        if oldest is None
+        else round((row.now - oldest).total_seconds(), 3),
+        "next_due_at": jsonable(next_due),
+        "next_signal_due_at": jsonable(row.next_signal_due),
+        "next_timer_due_at": jsonable(row.next_timer_due),
+        "wake_budget": {"used": row.wake_budget_used, "per_hour": budget},
+        "last_activation": last_activation,
+    }
+
+
+# --- charts -----------------------------------------------------------------------------------
+
+
+def chart_series(engine: Engine, delegate_id: str, minutes: int = 60) -> dict[str, Any]:
+    """Per-minute series for the dashboard's charts over the last ``minutes``: signals created
+    by kind, activation durations, and pending depth (reconstructed from the signals created in
+    the window plus those still pending: every row read is an index range of the delegate)."""
+    params = {"delegate": delegate_id, "minutes": minutes}
+    with engine.connect() as connection:
+        by_kind = connection.execute(
+            text(
+                """
+                SELECT date_trunc('minute', created_at) AS minute, kind, count(*) AS n
+                  FROM signals
+                 WHERE delegate_id = :delegate
+                   AND created_at > now() - make_interval(mins => :minutes)
+                 GROUP BY 1, 2 ORDER BY 1, 2
+                """
+            ),
+            params,
+        ).all()
+        durations = connection.execute(
+            text(
+                """
+                SELECT id, trigger, state, started_at,
+                       extract(epoch FROM finished_at - started_at) * 1000 AS duration_ms
+                  FROM activations
+                 WHERE delegate_id = :delegate
+                   AND started_at > now() - make_interval(mins => :minutes)
+                   AND finished_at IS NOT NULL
+                 ORDER BY started_at
+                 LIMIT 2000
+                """
+            ),
+            params,
+        ).all()
+        depth = connection.execute(
+            text(
+                """
+                WITH relevant AS (
+                    SELECT created_at, settled_at FROM signals
+                     WHERE delegate_id = :delegate
+                       AND created_at > now() - make_interval(mins => :minutes)
+                       AND mode <> 'ambient'
+                    UNION ALL
+                    SELECT created_at, settled_at FROM signals
+                     WHERE delegate_id = :delegate AND state = 'pending' AND mode <> 'ambient'
+                       AND created_at <= now() - make_interval(mins => :minutes)
+                ), minutes AS (
+                    SELECT generate_series(
+                        date_trunc('minute', now() - make_interval(mins => :minutes - 1)),
+                        date_trunc('minute', now()), interval '1 minute') AS minute
+                )
+                SELECT m.minute,
+                       (SELECT count(*) FROM relevant r
+                         WHERE r.created_at < m.minute + interval '1 minute'
+                           AND (r.settled_at IS NULL
+                                OR r.settled_at >= m.minute + interval '1 minute')) AS pending
+                  FROM minutes m ORDER BY m.minute
+                """
+            ),
+            params,
+        ).all()
+    return {
+        "signals_per_minute": [
+            {"minute": jsonable(r.minute), "kind": r.kind, "count": r.n} for r in by_kind
+        ],
+        "activation_durations": [
+            {
+                "id": str(r.id),
+                "trigger": r.trigger,
+                "state": r.state,
+                "started_at": jsonable(r.started_at),
+                "duration_ms": round(float(r.duration_ms), 1),
+            }
+            for r in durations
+        ],
+        "pending_depth": [{"minute": jsonable(r.minute), "pending": r.pending} for r in depth],
+    }
