@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection
 
 from inner_plane import logs
-from inner_plane.journal.timers import TimerJournal, TimerNameTaken
+from inner_plane.journal.timers import StaticTimerState, TimerJournal, TimerNameTaken, TimerRecord
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.timers.schedule import Interval, Once
 from inner_plane.timers.spec import EPOCH, TimerError, TimerSpec
@@ -50,7 +50,7 @@ class TimerInfo(BaseModel):
         return self.model_dump(mode="json")
 
 
-def _row_info(row: dict[str, Any]) -> TimerInfo:
+def _row_info(row: TimerRecord) -> TimerInfo:
     return TimerInfo(
         id=row["id"],
         name=row["name"],
@@ -74,7 +74,7 @@ def _row_info(row: dict[str, Any]) -> TimerInfo:
     )
 
 
-def _static_info(spec: TimerSpec, state: dict[str, Any] | None, now: datetime) -> TimerInfo:
+def _static_info(spec: TimerSpec, state: StaticTimerState | None, now: datetime) -> TimerInfo:
     schedule = spec.schedule(EPOCH)
     cursor = now if state is None else (state["last_moment"] or state["first_seen_at"])
     next_due = schedule.next_after(cursor)
