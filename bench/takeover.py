@@ -63,12 +63,21 @@ def _turn_answered(settings: Settings, journal: ActivationJournal, n: int, sent:
         args=(DELEGATE, f"are you there? {n}", "bench"),
     )
     turn_id = uuid.uuid5(TURN_NAMESPACE, task_id)
-    _wait(
-        lambda: (turn := journal.user_turn(turn_id)) is not None and turn.state == "done",
+    turn = _wait(
+        lambda: (t := journal.user_turn(turn_id)) is not None and t.state == "done" and t,
         120,
         "the turn answered",
     )
-    return time.monotonic() - sent
+    took = time.monotonic() - sent
+    record = journal.get(turn.activation_id) if turn.activation_id else None
+    if record is not None and turn.finished_at is not None and took > 2:
+        # Where a slow answer spent its time, from the journal's clock.
+        waited = (record.started_at - turn.created_at).total_seconds()
+        ran = (turn.finished_at - record.started_at).total_seconds()
+        print(
+            f"  slow turn {n}: {took:.2f} s; journaled -> started {waited:.2f} s, ran {ran:.2f} s"
+        )
+    return took
 
 
 def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path) -> dict[str, Any]:
@@ -82,14 +91,17 @@ def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path)
     )
     journal = ActivationJournal(runtime.engine)
     count = 0
+    run = uuid.uuid4().hex[:6]  # fresh log files: a " ready." of an earlier run must not count
 
     def start_activation_worker() -> ChildProcess:
         nonlocal count
         count += 1
-        return celery_worker(f"bench-takeover-{count}", env, log_dir, queues="activation").start()
+        return celery_worker(
+            f"bench-takeover-{run}-{count}", env, log_dir, queues="activation"
+        ).start()
 
     workers = [start_activation_worker(), start_activation_worker()]
-    turns = celery_worker("bench-takeover-turns", env, log_dir, queues="user_turns").start()
+    turns = celery_worker(f"bench-takeover-{run}-turns", env, log_dir, queues="user_turns").start()
     takeover_s: list[float] = []
     baseline_s: list[float] = []
     try:
