@@ -21,9 +21,10 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-logo --no-cache
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict inner_plane
+	$(BIN)/mypy --strict inner_plane workers beat_schedule
 
 # Two legs: the whole suite with Redis as broker, then the broker-relevant acceptance tests with
 # RabbitMQ as broker (one line saying it skipped when no RabbitMQ is reachable; CI=true requires it).
@@ -39,4 +40,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.summary $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .inner-plane-test .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .inner-plane-test .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -1,5 +1,7 @@
 """Beat wiring: the periodic work Celery Beat runs (timer tick, sweeper, retention), and the
-check that refuses to start beat on an invalid timers file."""
+check that refuses to start beat on an invalid timers file.
+
+May import ``timers``, ``celery_bridge``, ``config`` and Celery."""
 
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ def timers_due() -> bool:
     return False
 
 
-class WhenTimersDue(schedule):  # type: ignore[misc]
+class WhenTimersDue(schedule):
     """Checked every ``run_every``; due only when a timer is (fails open: ticks on error)."""
 
     def is_due(self, last_run_at: Any) -> schedstate:
@@ -57,7 +59,7 @@ class WhenTimersDue(schedule):  # type: ignore[misc]
             due = timers_due()
         except Exception:
             due = True
-        return schedstate(due, self.run_every.total_seconds())
+        return schedstate(due, float(self.seconds))  # run_every, in seconds
 
 
 def _periodic(task: str, every_s: float, when: Any = None) -> dict[str, Any]:

@@ -114,7 +114,11 @@ class Worker:
         log_dir.mkdir(exist_ok=True)
         extra = ["--include", "bench.baseline_tasks", "--without-mingle", "--without-gossip"]
         self.process = ChildProcess(name, [*command, *extra], env, log_dir).start()
-        self.process.wait_for(" ready.", 90)
+        try:
+            self.process.wait_for(" ready.", 90)
+        except AssertionError:
+            self.process.kill()  # never leave a worker behind
+            raise
 
     def pause(self) -> None:
         os.killpg(self.process.pid, signal.SIGSTOP)
@@ -221,9 +225,13 @@ def benchmark(stores: Stores) -> dict[str, Any]:
         )
     }
     signals_worker = Worker("capacity-signals", celery_command("signals", settings), env, stores)
-    activation_worker = Worker(
-        "capacity-activation", celery_command("activation", settings), env, stores
-    )
+    try:
+        activation_worker = Worker(
+            "capacity-activation", celery_command("activation", settings), env, stores
+        )
+    except BaseException:
+        signals_worker.stop()
+        raise
     activations_per_round = 0.0
     try:
         for round_no in range(ROUNDS + 1):  # round 0 warms connections and caches

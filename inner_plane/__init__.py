@@ -4,11 +4,15 @@
 user turn through the activation lane.
 
 The names below load on first use, so importing a submodule (the CLI, a probe) stays cheap.
+
+The public API face. Nothing inside the library imports this package.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,6 +30,19 @@ _EXPORTS = {
     "publish_many": "inner_plane.publish",
     "user_turn": "inner_plane.lane.user_turns",
 }
+
+
+class _Package(types.ModuleType):
+    """``inner_plane.publish`` is the function, as it always was, even once the submodule of the
+    same name is imported (the import system sets the package attribute to the module)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "publish" and isinstance(value, types.ModuleType):
+            value = value.publish
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

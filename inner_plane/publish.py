@@ -1,4 +1,5 @@
-"""The publish path: validate, apply the kind's policy, deduplicate, journal, log.
+"""The publish path: validate, apply the kind's policy, deduplicate, journal, log, then hand the
+new signals to the attention broker (wake scheduling).
 
 Once :func:`publish` returns, the signal is in the journal. Dedup has two layers: a Redis
 ``SET NX`` marker per dedup key short-circuits repeats (no insert is attempted), and the
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ import redis
 from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
+from inner_plane.attention.wakes import wake_on_publish
 from inner_plane.journal.signals import add_events, insert_rows, stored_identities
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.kinds import KindRegistry, settle
@@ -31,23 +33,6 @@ from inner_plane.signals.model import (
     derive_signal_id,
     is_dedup_key,
 )
-
-# Called with the newly journaled signals (not duplicates), after the commit. The attention
-# broker registers here to schedule wakes; the publish path itself knows nothing about lanes.
-AfterPublish = Callable[[Runtime, Sequence[PublishResult]], None]
-_after_publish: list[AfterPublish] = []
-
-
-def on_published(callback: AfterPublish) -> AfterPublish:
-    if callback not in _after_publish:
-        _after_publish.append(callback)
-    return callback
-
-
-def _register_default_hooks() -> None:
-    """The attention broker registers its wake scheduling when imported; import it on the first
-    publication (the package itself loads lazily, so nothing else guarantees it)."""
-    import inner_plane.attention.wakes  # noqa: F401
 
 
 class _Prepared:
@@ -277,7 +262,7 @@ class Journaled:
 
     def announce(self) -> list[PublishResult]:
         """Log every signal (published, downgraded or deduplicated), record downgrades if the
-        transaction did not, and run the after-publish callbacks (wakes) for the new ones."""
+        transaction did not, and hand the new ones to the attention broker (wakes)."""
         via, inserted = self.via, self.inserted
         results: list[PublishResult] = []
         fresh: list[PublishResult] = []
@@ -314,9 +299,10 @@ class Journaled:
             # Durable too: `signals show` explains why the signal did not interrupt.
             self.runtime.signals.add_events(downgraded, "downgraded", _DOWNGRADED_EVENT)
         if fresh:
-            _register_default_hooks()
-            for callback in _after_publish:
-                callback(self.runtime, fresh)
+            # After the commit, with the newly journaled signals only (not duplicates): the
+            # attention broker decides which of them open or join a wake window. A direct call,
+            # so no import order can leave a process publishing without waking.
+            wake_on_publish(self.runtime, fresh)
         return results
 
 
@@ -414,7 +400,6 @@ __all__ = [
     "SignalDraft",
     "SignalError",
     "journal_drafts",
-    "on_published",
     "publish",
     "publish_drafts",
     "publish_many",

@@ -1,6 +1,13 @@
-"""Celery application and configuration. Every setting says why it is set."""
+"""Celery application and configuration. Every setting says why it is set.
+
+Importing this module starts nothing: the configuration is a lazy default that Celery evaluates
+when it first reads its configuration (a worker or beat starting, or a caller reading
+``app.conf``). Only then are the stores resolved, starting embedded PostgreSQL and Redis where no
+URL is set."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from celery import Celery
 
@@ -10,10 +17,11 @@ from inner_plane.config import Settings, load_settings
 from inner_plane.services.embedded import resolve_services
 
 
-def configure(app: Celery, settings: Settings) -> None:
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The app's configuration for resolved settings (every store URL known)."""
     visibility = settings.visibility_timeout_s
     transport = names.broker_transport_options(settings)
-    app.conf.update(
+    return dict(
         broker_url=settings.effective_broker_url,
         # Ack after the task ran: a worker that dies mid-task leaves its message to be redelivered.
         task_acks_late=True,
@@ -76,10 +84,14 @@ def configure(app: Celery, settings: Settings) -> None:
     )
 
 
+def configure(app: Celery, settings: Settings) -> None:
+    """Configure ``app`` now, for settings whose stores are already resolved."""
+    app.conf.update(celery_config(settings))
+
+
 def create_app(settings: Settings | None = None) -> Celery:
-    settings = resolve_services(settings or load_settings())
     app = Celery("inner_plane", set_as_current=True)
-    configure(app, settings)
+    app.add_defaults(lambda: celery_config(resolve_services(settings or load_settings())))
     app.autodiscover_tasks(["workers"], related_name="tasks", force=True)
     return app
 

@@ -62,7 +62,9 @@ def _signal_of(message: Any) -> Any:
     return args[0]
 
 
-def buffered_publish(task: Task, app: Celery, consumer: Any, **_: Any) -> Callable[..., None]:
+def buffered_publish(
+    task: Task[Any, Any], app: Celery, consumer: Any, **_: Any
+) -> Callable[..., None]:
     """The strategy of the one-signal publish task (``Task.Strategy`` names this function)."""
     settings = load_settings()
     batch_size, flush_s = settings.ingest_batch, settings.ingest_flush_ms / 1000

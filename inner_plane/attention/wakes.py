@@ -12,7 +12,6 @@ from collections.abc import Sequence
 import redis
 
 from inner_plane import celery_bridge, logs, redis_keys
-from inner_plane.publish import on_published
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Mode, PublishResult
 
@@ -65,7 +64,6 @@ def clear_debounce(runtime: Runtime, delegate_id: str) -> None:
         runtime.redis.delete(redis_keys.wake_debounce(delegate_id))
 
 
-@on_published
 def wake_on_publish(runtime: Runtime, results: Sequence[PublishResult]) -> None:
     """After new signals are journaled: wake and interrupt start (or join) a window; ambient and
     next-turn signals wait for the next activation."""

@@ -3,6 +3,9 @@
 Commands load lazily: `inner-plane --help` and the light commands (`health`, `status`, `signals
 show`) import neither Celery nor FastAPI nor the embedded servers. Each entry below names the
 module that defines the command and the one line shown by `--help`.
+
+A face: may import any layer, but the agent, composer and tools only through
+``inner_plane.wiring``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from inner_plane.cli.common import FAILURE, fail, runtime, settings
 from inner_plane.config import load_settings
 from inner_plane.services.embedded import export_environment
 
-APP_FACTORY = "inner_plane.http.app:create_app"
+APP_FACTORY = "inner_plane.asgi:create_app"
 
 
 def serve(

@@ -171,9 +171,16 @@ def list_signals(
         return
     for row in rows:
         typer.echo(
-            f"{row.id}  {row.created_at:%Y-%m-%d %H:%M:%S}  {row.delegate_id:<12} {row.state:<9} "
-            f"{row.mode.value:<9} p{row.priority:<3} {row.kind}  ({row.source})"
+            f"{row.id}  {row.created_at:%Y-%m-%d %H:%M:%S}  {_shown(row.delegate_id):<12} "
+            f"{row.state:<9} {row.mode.value:<9} p{row.priority:<3} {_shown(row.kind)}  "
+            f"({_shown(row.source)})"
         )
+
+
+def _shown(text: str) -> str:
+    """One row, one line: a value written behind the model's back (control characters, line
+    separators) is shown escaped."""
+    return text if text.isprintable() else json.dumps(text)
 
 
 @signals_app.command("show")

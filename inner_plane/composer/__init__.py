@@ -1,5 +1,8 @@
 """The Context Composer: builds the working context for every activation, the same way whether
-a user message or inner signals started it."""
+a user message or inner signals started it.
+
+May import the agent's port, ``memory``, ``timeline``, ``journal``, ``runtime`` and the pure
+layer; never ``tools`` or ``lane`` (``inner_plane.wiring`` builds it)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The HTTP API for external processors (FastAPI): ``POST /v1/signals``, ``GET
-/v1/signals/{id}``, ``/healthz``, and the MCP adapter at ``/mcp``.
+/v1/signals/{id}``, ``/healthz``, and any mounted routes (the served app mounts the MCP adapter at
+``/mcp``: ``inner_plane.asgi``).
 
 Order of checks on a publication, cheapest refusal first: body size (413), credentials (401),
 rate limit (429), JSON and signal validity (422), grant (403), journal (503). Every check runs
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,18 +20,10 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import errors, metrics, operator_api, ui
-from inner_plane.http.errors import ApiError, AsciiJSONResponse
-from inner_plane.http.intake import (
-    JOURNAL_DOWN,
-    MAX_BODY_BYTES,
-    authorized,
-    client_of,
-    path_of,
-    read_body,
-)
+from inner_plane.http import metrics, operator_api, ui
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.schemas import (
@@ -42,7 +35,16 @@ from inner_plane.http.schemas import (
 )
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Signal, SignalError
-from inner_plane.sources import auth, grants
+from inner_plane.sources import auth, errors, grants
+from inner_plane.sources.errors import ApiError, AsciiJSONResponse
+from inner_plane.sources.intake import (
+    JOURNAL_DOWN,
+    MAX_BODY_BYTES,
+    authorized,
+    client_of,
+    path_of,
+    read_body,
+)
 
 
 def _reject_constant(name: str) -> Any:
@@ -71,6 +73,14 @@ def parse_request(body: bytes) -> tuple[list[Any], bool]:
     return signals, True
 
 
+def plain_text(body: bytes) -> bool:
+    """True if no string parsed from this JSON body can hold a NUL or a lone surrogate: in
+    UTF-8 both need a \\u escape or (json.loads decodes with surrogatepass) the lead byte 0xED;
+    a UTF-16 or UTF-32 body (which json.loads also accepts) holds NUL bytes. Any of these
+    anywhere only means the exact per-string check runs."""
+    return b"\\u" not in body and b"\xed" not in body and b"\x00" not in body
+
+
 def publish_request(
     runtime_factory: Callable[[], Runtime],
     method: str,
@@ -84,7 +94,7 @@ def publish_request(
         runtime, processor = authorized(runtime_factory, method, path, headers, body, client)
         raws, batch = parse_request(body)
         published = grants.publish_for(
-            runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch
+            runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch, plain_text(body)
         )
     except SignalError as error:
         raise errors.invalid(error.field, error.reason) from None
@@ -140,10 +150,14 @@ IDEMPOTENCY_PARAMETER = {
 }
 
 
+# A route served beside the API and the lifespan it must run under (the MCP adapter's).
+Mount = tuple[BaseRoute, Callable[[], AbstractAsyncContextManager[None]]]
+
+
 def create_app(
     runtime_factory: Callable[[], Runtime] = get_runtime,
     max_body_bytes: int = MAX_BODY_BYTES,
-    mcp: bool = True,
+    mounts: Sequence[Mount] = (),
     bind_host: str | None = None,
 ) -> FastAPI:
     """The API. ``bind_host`` is where the server listens (default: INNER_PLANE_API_HOST):
@@ -157,21 +171,13 @@ def create_app(
             feeds.append(LiveFeed(runtime.database_url, runtime.engine))
         return feeds[0]
 
-    mcp_lifespan: Callable[[], AbstractAsyncContextManager[None]] | None = None
-    mcp_route: Any = None
-    if mcp:
-        from inner_plane.mcp_adapter.http import build_route
-
-        mcp_route, mcp_lifespan = build_route(runtime_factory, max_body_bytes)
-
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         try:
-            if mcp_lifespan is None:
+            async with AsyncExitStack() as stack:
+                for _, mounted_lifespan in mounts:
+                    await stack.enter_async_context(mounted_lifespan())
                 yield
-            else:
-                async with mcp_lifespan():
-                    yield
         finally:
             for started in feeds:
                 await run_in_threadpool(started.stop)
@@ -195,8 +201,8 @@ def create_app(
 
     app.add_middleware(ui.SecurityHeaders)
 
-    if mcp_route is not None:
-        app.router.routes.append(mcp_route)
+    for route, _ in mounts:
+        app.router.routes.append(route)
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:

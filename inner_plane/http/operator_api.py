@@ -19,14 +19,14 @@ from starlette.concurrency import run_in_threadpool
 
 from inner_plane import operators
 from inner_plane import timeline as timeline_view
-from inner_plane.http import errors
-from inner_plane.http.errors import ApiError, AsciiJSONResponse
-from inner_plane.http.intake import JOURNAL_DOWN
 from inner_plane.http.live_feed import LiveFeed, wanted_by
 from inner_plane.http.operator_auth import Caller, OperatorGate
 from inner_plane.journal import reads
 from inner_plane.journal.live import Position
 from inner_plane.runtime import Runtime
+from inner_plane.sources import errors
+from inner_plane.sources.errors import ApiError, AsciiJSONResponse
+from inner_plane.sources.intake import JOURNAL_DOWN
 
 T = TypeVar("T")
 

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from inner_plane import operators
-from inner_plane.http import errors
-from inner_plane.http.intake import JOURNAL_DOWN
 from inner_plane.operators import is_loopback
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth
+from inner_plane.sources import auth, errors
+from inner_plane.sources.intake import JOURNAL_DOWN
 
 COOKIE = "inner_plane_operator"
 UI_HEADER = "x-inner-plane-ui"

@@ -5,6 +5,7 @@ lane's hold on signals: due window, claim, settle, release, fail, defer, recover
 (the sweeper's reads, the operator's retry/dismiss), ``activations``, ``user_turns``,
 ``leases``, ``thoughtflow``, ``conversation``, ``memories``, ``timers``, ... ; ``predicates``
 writes "due" and "fenced" once for all of them; ``lane_view`` is the operator's one object over
-the lane's tables. May import only the pure layer (``config``, ``logs``, ``redis_keys``,
-``signals``, ``activation``), never a layer above it.
+the lane's tables. Each table's row class (its ORM mirror) lives with its module; ``schema``
+gathers them for Alembic and the schema check. May import only the pure layer (``config``,
+``logs``, ``redis_keys``, ``signals``, ``activation``), never a layer above it.
 """

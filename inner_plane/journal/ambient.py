@@ -10,17 +10,9 @@ import sqlalchemy
 from sqlalchemy import Table, select
 
 from inner_plane.journal.memories import rarity_scored
-from inner_plane.journal.tables import SignalRow
+from inner_plane.journal.tables import AMBIENT_DOCUMENT, SignalRow
 
 _S = cast(Table, SignalRow.__table__)
-
-# The document of an ambient signal: kind, source and data. Must match the expression of
-# ix_signals_ambient_fts (migrations 0004_composer, 0013_ambient_fts_pending) exactly, or the
-# index is not used.
-AMBIENT_DOCUMENT = (
-    "to_tsvector('english'::regconfig, replace(kind, '.', ' ') || ' ' || source || ' ' || "
-    "(data)::text)"
-)
 
 # Same scoring as memory recall (summed rarity of the cue words found, then newest), one
 # capped index probe per cue word.

@@ -16,6 +16,7 @@ import sqlalchemy
 from pydantic_core import to_jsonable_python
 from sqlalchemy import (
     BigInteger,
+    CheckConstraint,
     DateTime,
     Engine,
     Identity,
@@ -25,6 +26,7 @@ from sqlalchemy import (
     event,
     func,
     select,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
@@ -59,6 +61,16 @@ class ConversationRow(Base):
     )
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
+    # One open conversation per delegate.
+    __table_args__ = (
+        Index(
+            "ix_conversations_current",
+            "delegate_id",
+            unique=True,
+            postgresql_where=text("ended_at IS NULL"),
+        ),
+    )
+
 
 class ConversationEventRow(Base):
     __tablename__ = "conversation_events"
@@ -76,7 +88,10 @@ class ConversationEventRow(Base):
     )
 
     __table_args__ = (
+        CheckConstraint("jsonb_typeof(payload) = 'object'", name="ck_conversation_events_payload"),
         Index("ix_conversation_events_delegate_seq", "delegate_id", "seq"),
+        Index("ix_conversation_events_conversation_seq", "conversation_id", "seq"),
+        Index("ix_conversation_events_activation", "activation_id"),
         # Migration 0010_flat_costs: the composer's history reads only the messages.
         Index(
             "ix_conversation_events_messages",

@@ -6,9 +6,9 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, Row, create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from inner_plane.journal import tolerant
@@ -168,3 +168,13 @@ def ensure_database(url: str) -> None:
                 connection.execute(text(f"CREATE DATABASE {quoted}"))
     finally:
         admin.dispose()
+
+
+Record = TypeVar("Record")
+
+
+def typed_row(kind: type[Record], row: Row[Any]) -> Record:
+    """``row`` as the record type ``kind`` (a TypedDict), built by column name: every key the
+    type declares must be a column of the row (KeyError otherwise), other columns are left out."""
+    mapping = row._mapping
+    return cast(Record, {key: mapping[key] for key in kind.__annotations__})

@@ -48,11 +48,25 @@ class MemoryRow(Base):
     )
 
     __table_args__ = (
-        CheckConstraint("kind IN ('standing', 'learned')", name="kind"),
+        CheckConstraint("kind IN ('standing', 'learned')", name="ck_memories_kind"),
         CheckConstraint(
-            "relation IN ('new', 'consolidated', 'conflict', 'override')", name="relation"
+            "relation IN ('new', 'consolidated', 'conflict', 'override')",
+            name="ck_memories_relation",
         ),
+        CheckConstraint("length(content) BETWEEN 1 AND 16384", name="ck_memories_content"),
         Index("ix_memories_delegate_created", "delegate_id", "created_at"),
+        Index(
+            "ix_memories_tsv",
+            "tsv",
+            postgresql_using="gin",
+            postgresql_where=text("superseded_by IS NULL"),
+        ),
+        Index(
+            "ix_memories_standing",
+            "delegate_id",
+            "created_at",
+            postgresql_where=text("kind = 'standing' AND superseded_by IS NULL"),
+        ),
     )
 
 

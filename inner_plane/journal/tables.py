@@ -27,6 +27,9 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import UserDefinedType
 
+# Migrations name their constraints in full ("ck_signals_mode") and Alembic applies this
+# convention on top, so the database holds "ck_signals_ck_signals_mode"; the mirrors give the
+# same full names so both sides come out identical.
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -36,6 +39,17 @@ NAMING = {
 
 MODES = ("ambient", "next-turn", "wake", "interrupt")
 STATES = ("pending", "claimed", "delivered", "dismissed", "expired", "dead")
+FINISHED = ("delivered", "dismissed", "expired", "dead")
+ACTIVATION_STATES = ("running", "completed", "failed", "interrupted", "abandoned")
+USER_TURN_STATES = ("queued", "running", "done", "failed")
+
+# The document of an ambient signal: kind, source and data. The expression of
+# ix_signals_ambient_fts (migration 0004_composer), spelled as Alembic reflects it back so the
+# schema check compares it exactly; queries must use it, or the index is not used.
+AMBIENT_DOCUMENT = (
+    "to_tsvector('english'::regconfig, (((replace(kind, '.'::text, ' '::text) || ' '::text) "
+    "|| source) || ' '::text) || data::text)"
+)
 
 
 class Base(DeclarativeBase):
@@ -79,10 +93,10 @@ class SignalRow(Base):
 
     __table_args__ = (
         UniqueConstraint("delegate_id", "source", "dedup_key"),
-        CheckConstraint(f"mode IN {MODES}", name="mode"),
-        CheckConstraint(f"state IN {STATES}", name="state"),
-        CheckConstraint("priority BETWEEN 0 AND 100", name="priority"),
-        CheckConstraint("jsonb_typeof(data) = 'object'", name="data_object"),
+        CheckConstraint(f"mode IN {MODES}", name="ck_signals_mode"),
+        CheckConstraint(f"state IN {STATES}", name="ck_signals_state"),
+        CheckConstraint("priority BETWEEN 0 AND 100", name="ck_signals_priority"),
+        CheckConstraint("jsonb_typeof(data) = 'object'", name="ck_signals_data_object"),
         # Serves "pending signals of a delegate by priority then age"; partial, so it stays small
         # however long the delivered history grows.
         Index(
@@ -94,6 +108,27 @@ class SignalRow(Base):
         ),
         Index("ix_signals_delegate_created", "delegate_id", "created_at"),
         Index("ix_signals_state_available", "state", "available_at"),
+        # Due work of a delegate (wake/interrupt), for the window decision and the sweeper.
+        Index(
+            "ix_signals_due_wake",
+            "delegate_id",
+            "available_at",
+            postgresql_where=text("state = 'pending' AND mode IN ('wake', 'interrupt')"),
+        ),
+        Index("ix_signals_claimed", "delegate_id", postgresql_where=text("state = 'claimed'")),
+        # Retention: finished signals by age.
+        Index(
+            "ix_signals_finished_updated",
+            "updated_at",
+            postgresql_where=text(f"state IN {FINISHED}"),
+        ),
+        # Relevant-ambient lookup: full text over pending ambient signals (migration 0013).
+        Index(
+            "ix_signals_ambient_fts",
+            text(AMBIENT_DOCUMENT),
+            postgresql_using="gin",
+            postgresql_where=text("mode = 'ambient' AND state = 'pending'"),
+        ),
         # Migration 0010_flat_costs: one partial index per live predicate, and seq-led ones
         # for the newest-first lists (keyset-paged).
         Index(
@@ -163,8 +198,11 @@ class ActivationRow(Base):
     chain_depth: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
 
     __table_args__ = (
+        CheckConstraint(f"state IN {ACTIVATION_STATES}", name="ck_activations_state"),
         Index("ix_activations_delegate_seq", "delegate_id", "seq"),
+        # The running activation of a delegate (the lease keeps it to one).
         Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
+        # The wake budget counts a delegate's recent activations.
         Index("ix_activations_delegate_started", "delegate_id", "started_at"),
         Index("ix_activations_seq", "seq"),
         # Migration 0017_retention_indexes: retention's oldest-first batches, the wake budget.
@@ -198,6 +236,7 @@ class UserTurnRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
+        CheckConstraint(f"state IN {USER_TURN_STATES}", name="ck_user_turns_state"),
         Index(
             "ix_user_turns_queued",
             "delegate_id",
@@ -238,7 +277,7 @@ class NotificationRow(Base):
 
     __table_args__ = (
         UniqueConstraint("delegate_id", "effect_key", "channel"),
-        CheckConstraint("state IN ('sending', 'sent', 'failed')", name="state"),
+        CheckConstraint("state IN ('sending', 'sent', 'failed')", name="ck_notifications_state"),
     )
 
 
@@ -258,7 +297,10 @@ class SignalEventRow(Base):
     # The operator who caused the event (NULL: the plane itself).
     actor: Mapped[str | None] = mapped_column(Text)
 
-    __table_args__ = (Index("ix_signal_events_at", "at"),)
+    __table_args__ = (
+        Index("ix_signal_events_signal", "signal_id", "id"),
+        Index("ix_signal_events_at", "at"),
+    )
 
 
 class OperatorRow(Base):

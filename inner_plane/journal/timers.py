@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict, TypeVar, cast
 
 from sqlalchemy import (
     CheckConstraint,
@@ -34,6 +34,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
+from inner_plane.journal.database import typed_row
 from inner_plane.journal.tables import Base
 
 TIMER_STATES = ("active", "done", "cancelled")
@@ -74,9 +75,9 @@ class TimerRow(Base):
     caused_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
 
     __table_args__ = (
-        CheckConstraint(f"state IN {TIMER_STATES}", name="state"),
-        CheckConstraint("missed IN ('latest', 'skip')", name="missed"),
-        CheckConstraint("num_nonnulls(cron, every_s, at) = 1", name="one_schedule"),
+        CheckConstraint(f"state IN {TIMER_STATES}", name="ck_timers_state"),
+        CheckConstraint("missed IN ('latest', 'skip')", name="ck_timers_missed"),
+        CheckConstraint("num_nonnulls(cron, every_s, at) = 1", name="ck_timers_one_schedule"),
         # One active timer per name and delegate; a cancelled or finished name can be reused.
         Index(
             "uq_timers_active_name",
@@ -153,10 +154,49 @@ class CursorUpdate:
     next_due: datetime | None = None
 
 
-# Given the locked rows (as mappings), publish what is due and return the cursor updates.
+class TimerRecord(TypedDict):
+    """A row of ``timers`` as the timers service reads it (built by column name)."""
+
+    id: uuid.UUID
+    delegate_id: str
+    name: str
+    purpose: str
+    cron: str | None
+    timezone: str
+    every_s: float | None
+    start_at: datetime | None
+    at: datetime | None
+    mode: str
+    priority: int | None
+    missed: str
+    catch_up_s: float
+    state: str
+    created_by: str
+    last_moment: datetime | None
+    last_fired: datetime | None
+    next_due: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    cancelled_by: str | None
+    effect_key: str | None
+    caused_by: uuid.UUID | None
+
+
+class StaticTimerState(TypedDict):
+    """A row of ``static_timer_state``: where a static (file) timer's cursor stands."""
+
+    name: str
+    first_seen_at: datetime
+    last_moment: datetime | None
+    last_fired: datetime | None
+    updated_at: datetime
+
+
 # Called with the locking transaction's connection (it may journal its signals there) and the
-# locked rows; returns the cursor updates, written in the same transaction.
-Handler = Callable[[Connection, Sequence[dict[str, Any]]], Sequence[CursorUpdate]]
+# locked rows; publishes what is due and returns the cursor updates, written in the same
+# transaction.
+Locked = TypeVar("Locked", TimerRecord, StaticTimerState)
+Handler = Callable[[Connection, Sequence[Locked]], Sequence[CursorUpdate]]
 
 
 class TimerJournal:
@@ -172,7 +212,7 @@ class TimerJournal:
 
     def add(
         self, values: dict[str, Any], fence: Callable[[Connection], None] | None = None
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[TimerRecord, bool]:
         """Insert a timer; return (row, created). ``fence`` runs first in the same transaction
         (an agent's tool: the lease check, so a stale holder stores nothing). A timer with the
         same effect key already stored is returned instead (created False)."""
@@ -189,20 +229,20 @@ class TimerJournal:
                         )
                     ).first()
                     if existing is not None:
-                        return dict(existing._mapping), False
+                        return typed_row(TimerRecord, existing), False
                 row = connection.execute(insert(_TIMERS).values(**values).returning(_TIMERS))
-                return dict(row.one()._mapping), True
+                return typed_row(TimerRecord, row.one()), True
         except IntegrityError as error:
             if "uq_timers_active_name" in str(error.orig):
                 raise TimerNameTaken(values["name"]) from None
             raise
 
-    def get(self, timer_id: uuid.UUID) -> dict[str, Any] | None:
+    def get(self, timer_id: uuid.UUID) -> TimerRecord | None:
         with self.engine.connect() as connection:
             row = connection.execute(select(_TIMERS).where(_TIMERS.c.id == timer_id)).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else typed_row(TimerRecord, row)
 
-    def find_active(self, delegate_id: str, name: str) -> dict[str, Any] | None:
+    def find_active(self, delegate_id: str, name: str) -> TimerRecord | None:
         query = select(_TIMERS).where(
             _TIMERS.c.delegate_id == delegate_id,
             _TIMERS.c.name == name,
@@ -210,22 +250,22 @@ class TimerJournal:
         )
         with self.engine.connect() as connection:
             row = connection.execute(query).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else typed_row(TimerRecord, row)
 
     def list_timers(
         self, delegate_id: str | None = None, include_finished: bool = False, limit: int = 1_000
-    ) -> list[dict[str, Any]]:
+    ) -> list[TimerRecord]:
         query = select(_TIMERS).order_by(_TIMERS.c.next_due.asc().nulls_last()).limit(limit)
         if delegate_id is not None:
             query = query.where(_TIMERS.c.delegate_id == delegate_id)
         if not include_finished:
             query = query.where(_TIMERS.c.state == "active")
         with self.engine.connect() as connection:
-            return [dict(row._mapping) for row in connection.execute(query)]
+            return [typed_row(TimerRecord, row) for row in connection.execute(query)]
 
     def cancel(
         self, timer_id: uuid.UUID, fence: Callable[[Connection], None] | None = None
-    ) -> dict[str, Any] | None:
+    ) -> TimerRecord | None:
         """Cancel an active timer; None if it is not active (unknown, done or cancelled).
         ``fence`` runs first in the same transaction (an agent's tool: the lease check)."""
         statement = (
@@ -238,7 +278,7 @@ class TimerJournal:
             if fence is not None:
                 fence(connection)
             row = connection.execute(statement).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else typed_row(TimerRecord, row)
 
     def due_ids(self, now: datetime, limit: int) -> list[uuid.UUID]:
         """The plain indexed query for due timers (the benchmark's baseline)."""
@@ -251,7 +291,7 @@ class TimerJournal:
         with self.engine.connect() as connection:
             return [row[0] for row in connection.execute(query)]
 
-    def handle_due(self, now: datetime, limit: int, handler: Handler) -> int:
+    def handle_due(self, now: datetime, limit: int, handler: Handler[TimerRecord]) -> int:
         """Lock up to ``limit`` due timers, let ``handler`` journal their signals and write its
         updates back, all in one transaction: a cursor moves exactly when its signal is
         journaled. Returns how many rows were locked."""
@@ -263,7 +303,7 @@ class TimerJournal:
             .with_for_update(skip_locked=True)
         )
         with self.engine.begin() as connection:
-            rows = [dict(row._mapping) for row in connection.execute(query)]
+            rows = [typed_row(TimerRecord, row) for row in connection.execute(query)]
             if rows:
                 self._write_dynamic(connection, handler(connection, rows))
             return len(rows)
@@ -283,14 +323,14 @@ class TimerJournal:
 
     # Static timers.
 
-    def static_states(self, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    def static_states(self, names: Sequence[str] | None = None) -> dict[str, StaticTimerState]:
         query = select(_STATIC)
         if names is not None:
             query = query.where(_STATIC.c.name.in_(list(names)))
         with self.engine.connect() as connection:
-            return {row.name: dict(row._mapping) for row in connection.execute(query)}
+            return {row.name: typed_row(StaticTimerState, row) for row in connection.execute(query)}
 
-    def handle_static(self, names: Sequence[str], handler: Handler) -> int:
+    def handle_static(self, names: Sequence[str], handler: Handler[StaticTimerState]) -> int:
         """Make sure each static timer has a state row, lock the rows no other tick holds, and
         write back the handler's updates in the same transaction."""
         if not names:
@@ -308,7 +348,7 @@ class TimerJournal:
             .with_for_update(skip_locked=True)
         )
         with self.engine.begin() as connection:
-            rows = [dict(row._mapping) for row in connection.execute(query)]
+            rows = [typed_row(StaticTimerState, row) for row in connection.execute(query)]
             if rows:
                 for item in handler(connection, rows):
                     values: dict[str, Any] = {"last_moment": item.moment, "updated_at": func.now()}

@@ -20,11 +20,11 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from inner_plane.http.errors import ApiError, unauthorized
-from inner_plane.http.intake import authorized, client_of, path_of, read_body
 from inner_plane.journal.processors import Processor
 from inner_plane.mcp_adapter.tools import build_server
 from inner_plane.runtime import Runtime
+from inner_plane.sources.errors import ApiError, unauthorized
+from inner_plane.sources.intake import authorized, client_of, path_of, read_body
 
 PATH = "/mcp"
 SCOPE_KEY = "inner_plane.processor"

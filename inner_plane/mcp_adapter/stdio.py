@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import Context
 
-from inner_plane.http import errors
 from inner_plane.journal.processors import Processor
 from inner_plane.mcp_adapter.tools import Resolver, build_server
 from inner_plane.runtime import Runtime, get_runtime
-from inner_plane.sources import processors, ratelimit
+from inner_plane.sources import errors, processors, ratelimit
 
 
 def resolver(name: str) -> Resolver:

@@ -13,12 +13,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import SkipValidation
 
-from inner_plane.http.errors import ApiError
-from inner_plane.http.intake import JOURNAL_DOWN
 from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import SignalError
 from inner_plane.sources import grants
+from inner_plane.sources.errors import ApiError
+from inner_plane.sources.intake import JOURNAL_DOWN
 
 # Given the tool call's context, the runtime and the calling processor (or raise ApiError).
 Resolver = Callable[[Context], tuple[Runtime, Processor]]

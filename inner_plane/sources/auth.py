@@ -22,7 +22,7 @@ import redis
 from inner_plane import logs, redis_keys
 from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth_throttle, credentials, directory
+from inner_plane.sources import auth_throttle, credentials, directory, ratelimit
 
 PROCESSOR_HEADER = "x-inner-plane-processor"
 TIMESTAMP_HEADER = "x-inner-plane-timestamp"
@@ -87,7 +87,40 @@ def _lookup(runtime: Runtime, name: str | None) -> Processor | None:
     return directory.lookup(runtime, name)
 
 
-def _bearer(runtime: Runtime, authorization: str, client: str | None) -> Processor:
+def _known_token(
+    runtime: Runtime, name: str, digest: str, now: float
+) -> tuple[Processor | None, int | None]:
+    """The fast path of a token this process verified before: the directory's version and the
+    request's rate-limit count in ONE Redis round trip. Returns the processor if the token still
+    matches its current hash (else None: the caller takes the slow path), and the seconds to
+    wait if the request is over the rate limit."""
+    try:
+        with runtime.redis.pipeline(transaction=False) as pipe:
+            pipe.get(redis_keys.processors_version())
+            ratelimit.count_commands(pipe, name, now)
+            version, count, _ = pipe.execute()
+    except redis.RedisError as error:
+        known = directory.uncached(runtime, name)
+        if known is None or not _still_valid(known, digest):
+            return None, None
+        ratelimit.unavailable(known, error)
+        return known, None
+    known = directory.resolve(runtime, name, version)
+    if known is None or not _still_valid(known, digest):
+        return None, None
+    return known, ratelimit.verdict(known, int(count), now)
+
+
+def _still_valid(known: Processor, digest: str) -> bool:
+    return _usable(known, "bearer") is None and credentials.verified_before(
+        digest, known.secret_hash
+    )
+
+
+def _bearer(
+    runtime: Runtime, authorization: str, client: str | None, now: float | None
+) -> tuple[Processor, int | None, bool]:
+    """(processor, seconds to wait or None, whether the request was counted already)."""
     scheme, _, token = authorization.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
@@ -95,15 +128,11 @@ def _bearer(runtime: Runtime, authorization: str, client: str | None) -> Process
         raise _fail(runtime, client, "malformed Authorization header", None)
     name = credentials.token_processor(token)
     digest = credentials.token_digest(token)
-    if name is not None:
-        # Verified before against the current hash: no throttle, no hash (a lookup only).
-        known = directory.lookup(runtime, name)
-        if (
-            known is not None
-            and _usable(known, "bearer") is None
-            and credentials.verified_before(digest, known.secret_hash)
-        ):
-            return known
+    if name is not None and credentials.verified_hash(digest) is not None:
+        # Verified before (a local check): no throttle, no hash, one round trip.
+        known, wait = _known_token(runtime, name, digest, time.time() if now is None else now)
+        if known is not None:
+            return known, wait, True
     refused_key = redis_keys.auth_refused(name or "-", digest[:16])
     if _gate(runtime, client, refused_key):
         raise _fail(runtime, client, "token refused moments ago", name, refused_key)
@@ -118,7 +147,7 @@ def _bearer(runtime: Runtime, authorization: str, client: str | None) -> Process
     if problem is not None or not matches:
         raise _fail(runtime, client, problem or "bad token", name, refused_key)
     assert processor is not None
-    return processor
+    return processor, None, False
 
 
 def authenticate(
@@ -132,10 +161,41 @@ def authenticate(
 ) -> Processor:
     """Return the calling processor or raise AuthError / Throttled / Unavailable. ``headers``
     must be case-insensitive (Starlette's Headers) or lower-cased; ``client`` is the caller's
-    address (failures are throttled per address)."""
+    address (failures are throttled per address). The rate limit is not applied: see
+    :func:`admit_request`."""
+    return _authenticate(runtime, method, path, headers, body, now, client)[0]
+
+
+def admit_request(
+    runtime: Runtime,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: float | None = None,
+    client: str | None = None,
+) -> tuple[Processor, int | None]:
+    """:func:`authenticate`, then count the request against the processor's rate limit:
+    (processor, seconds to wait if over the limit, else None). A bearer token verified before
+    is checked and counted in one Redis round trip."""
+    processor, wait, counted = _authenticate(runtime, method, path, headers, body, now, client)
+    if not counted:
+        wait = ratelimit.retry_after(runtime, processor, now)
+    return processor, wait
+
+
+def _authenticate(
+    runtime: Runtime,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: float | None,
+    client: str | None,
+) -> tuple[Processor, int | None, bool]:
     authorization = headers.get("authorization")
     if authorization is not None:
-        return _bearer(runtime, authorization, client)
+        return _bearer(runtime, authorization, client, now)
 
     _gate(runtime, client)
     signature = headers.get(SIGNATURE_HEADER)
@@ -173,4 +233,4 @@ def authenticate(
         raise Unavailable("replay protection unavailable") from None
     if not fresh:
         raise _fail(runtime, client, "replayed signature", processor.name)
-    return processor
+    return processor, None, False

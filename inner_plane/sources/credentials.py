@@ -93,6 +93,11 @@ def verified_before(digest: str, stored: str | None) -> bool:
     return stored is not None and _verified.get(digest) == stored
 
 
+def verified_hash(digest: str) -> str | None:
+    """The stored hash this process verified the token (by digest) against, if any."""
+    return _verified.get(digest)
+
+
 def verify_token(token: str, stored: str, digest: str | None = None) -> bool:
     """Constant-time check of a bearer token against its stored scrypt hash."""
     digest = token_digest(token) if digest is None else digest

@@ -44,13 +44,24 @@ def lookup(runtime: Runtime, name: str) -> Processor | None:
     try:
         version = runtime.redis.get(redis_keys.processors_version())
     except redis.RedisError:
-        return ProcessorJournal(runtime.engine).get(name)
+        return uncached(runtime, name)
+    return resolve(runtime, name, version)
+
+
+def uncached(runtime: Runtime, name: str) -> Processor | None:
+    """The record from the journal (when Redis, and so the version, is unreachable)."""
+    return ProcessorJournal(runtime.engine).get(name)
+
+
+def resolve(runtime: Runtime, name: str, version: object) -> Processor | None:
+    """The processor named ``name`` given the version key's value, read by the caller (in its
+    own round trip, beside other commands): from the cache while that value holds."""
     current = "" if version is None else str(version)
     now = time.monotonic()
     cached = _cache.get(name)
     if cached is not None and cached[1] == current and now - cached[2] < MAX_AGE_S:
         return cached[0]
-    processor = ProcessorJournal(runtime.engine).get(name)
+    processor = uncached(runtime, name)
     with _lock:
         if len(_cache) >= MAX_ENTRIES:
             _cache.clear()

@@ -75,78 +75,108 @@ def _unstorable(value: Any, path: str) -> tuple[str, str] | None:
     return None
 
 
+class _Grant:
+    """What a processor's grant allows, worked out once per request: every signal of a batch
+    is checked against these facts (and each kind's default mode is looked up once)."""
+
+    def __init__(self, runtime: Runtime, processor: Processor) -> None:
+        self.registry = runtime.registry
+        self.source = source_of(processor)
+        self.trusted = processor.trusted
+        self.trust = Trust.TRUSTED if processor.trusted else Trust.UNTRUSTED
+        self.kind_prefix = processor.kind_prefix
+        self.delegates = None if ANY_DELEGATE in processor.delegates else set(processor.delegates)
+        self.highest = Mode(processor.max_mode)
+        self.highest_rank = MODE_RANK[self.highest]
+        self.default_above: dict[str, bool] = {}  # kind -> its default mode is above the grant
+
+    def check(self, draft: SignalDraft) -> SignalDraft:
+        """The draft within this grant (its default mode capped), or GrantError."""
+        source = self.source
+        if draft.source != source:
+            raise GrantError("source", f"must be {source!r} (the processor's own source)")
+        if draft.trust is Trust.TRUSTED and not self.trusted:
+            raise GrantError("trust", "this processor is not trusted; its content is untrusted")
+        if not draft.kind.startswith(self.kind_prefix):
+            raise GrantError("kind", f"must start with {self.kind_prefix!r}")
+        if self.delegates is not None and draft.delegate_id not in self.delegates:
+            raise GrantError("delegate_id", "this processor may not publish for that delegate")
+        if draft.mode is not None:
+            if MODE_RANK[draft.mode] > self.highest_rank:
+                raise GrantError(
+                    "mode", f"above this processor's highest mode {self.highest.value!r}"
+                )
+            return draft
+        above = self.default_above.get(draft.kind)
+        if above is None:
+            default = self.registry.policy_for(draft.kind).mode
+            above = self.default_above[draft.kind] = MODE_RANK[default] > self.highest_rank
+        if above:
+            # A kind's default never lifts a processor above its grant: cap it explicitly.
+            return draft.model_copy(update={"mode": self.highest})
+        return draft
+
+    def admit(self, raw: Any, dedup_key: str | None, plain_text: bool) -> SignalDraft:
+        """Validate one signal and apply the grant; raise SignalError (422) or GrantError
+        (403), each logged once. ``plain_text``: the caller knows no string of ``raw`` holds a
+        NUL or a lone surrogate (its JSON text had no \\u escape), so that walk is skipped."""
+        source = self.source
+        if not isinstance(raw, dict):
+            not_object = SignalError("signal", f"must be a JSON object, not {type(raw).__name__}")
+            log_rejected(raw, not_object, source)
+            raise not_object
+        problem = next(
+            (
+                SignalError(f, "is not accepted from external processors")
+                for f in NOT_ACCEPTED
+                if f in raw
+            ),
+            None,
+        )
+        if problem is None and not plain_text:
+            bad = _unstorable(raw, "")
+            if bad is not None:
+                problem = SignalError(*bad)
+        # An explicit null means "not given" for the fields the grant fills in.
+        candidate = dict(raw)
+        for filled in ("source", "trust"):
+            if filled in candidate and candidate[filled] is None:
+                del candidate[filled]
+        candidate.setdefault("source", source)
+        candidate.setdefault("trust", self.trust)
+        if problem is None and dedup_key is not None:
+            given = candidate.get("dedup_key")
+            if given is not None and given != dedup_key:
+                problem = SignalError("dedup_key", "conflicts with the Idempotency-Key header")
+            candidate["dedup_key"] = dedup_key
+        if problem is not None:
+            log_rejected(candidate, problem, source)
+            raise problem
+        if candidate.get("dedup_key") is None:
+            # The id is assigned here rather than by the publish path, which would copy the draft.
+            candidate["id"] = uuid.uuid4()
+        draft = validate(candidate, via=source)  # logs its own rejections
+        try:
+            return self.check(draft)
+        except GrantError as error:
+            logs.emit(
+                "forbidden",
+                kind=draft.kind,
+                source=source,
+                mode=draft.mode,
+                delegate=draft.delegate_id,
+                field=error.field,
+                reason=error.reason,
+            )
+            raise
+
+
 def admit_one(
     runtime: Runtime, processor: Processor, raw: Any, dedup_key: str | None = None
 ) -> SignalDraft:
     """Validate one signal from ``processor`` and apply its grant; raise SignalError (422) or
     GrantError (403), each logged once. Nothing is stored."""
-    source = source_of(processor)
-    if not isinstance(raw, dict):
-        not_object = SignalError("signal", f"must be a JSON object, not {type(raw).__name__}")
-        log_rejected(raw, not_object, source)
-        raise not_object
-    problem = next(
-        (
-            SignalError(f, "is not accepted from external processors")
-            for f in NOT_ACCEPTED
-            if f in raw
-        ),
-        None,
-    )
-    bad = _unstorable(raw, "")
-    if problem is None and bad is not None:
-        problem = SignalError(*bad)
-    # An explicit null means "not given" for the fields the grant fills in.
-    candidate = {k: v for k, v in raw.items() if not (k in ("source", "trust") and v is None)}
-    candidate.setdefault("source", source)
-    candidate.setdefault("trust", Trust.TRUSTED if processor.trusted else Trust.UNTRUSTED)
-    if problem is None and dedup_key is not None:
-        given = candidate.get("dedup_key")
-        if given is not None and given != dedup_key:
-            problem = SignalError("dedup_key", "conflicts with the Idempotency-Key header")
-        candidate["dedup_key"] = dedup_key
-    if problem is not None:
-        log_rejected(candidate, problem, source)
-        raise problem
-    if candidate.get("dedup_key") is None:
-        # The id is assigned here rather than by the publish path, which would copy the draft.
-        candidate["id"] = uuid.uuid4()
-    draft = validate(candidate, via=source)  # logs its own rejections
-    try:
-        return _within_grant(runtime, processor, draft)
-    except GrantError as error:
-        logs.emit(
-            "forbidden",
-            kind=draft.kind,
-            source=source,
-            mode=draft.mode,
-            delegate=draft.delegate_id,
-            field=error.field,
-            reason=error.reason,
-        )
-        raise
-
-
-def _within_grant(runtime: Runtime, processor: Processor, draft: SignalDraft) -> SignalDraft:
-    source = source_of(processor)
-    if draft.source != source:
-        raise GrantError("source", f"must be {source!r} (the processor's own source)")
-    if draft.trust is Trust.TRUSTED and not processor.trusted:
-        raise GrantError("trust", "this processor is not trusted; its content is untrusted")
-    if not draft.kind.startswith(processor.kind_prefix):
-        raise GrantError("kind", f"must start with {processor.kind_prefix!r}")
-    if ANY_DELEGATE not in processor.delegates and draft.delegate_id not in processor.delegates:
-        raise GrantError("delegate_id", "this processor may not publish for that delegate")
-    highest = Mode(processor.max_mode)
-    if draft.mode is not None:
-        if MODE_RANK[draft.mode] > MODE_RANK[highest]:
-            raise GrantError("mode", f"above this processor's highest mode {highest.value!r}")
-    else:
-        # A kind's default never lifts a processor above its grant: cap it explicitly.
-        default = runtime.registry.policy_for(draft.kind).mode
-        if MODE_RANK[default] > MODE_RANK[highest]:
-            draft = draft.model_copy(update={"mode": highest})
-    return draft
+    return _Grant(runtime, processor).admit(raw, dedup_key, plain_text=False)
 
 
 def check_idempotency_key(value: str | None) -> str | None:
@@ -161,23 +191,26 @@ def admit(
     raws: Sequence[Any],
     idempotency_key: str | None,
     batch: bool,
+    plain_text: bool = False,
 ) -> list[SignalDraft]:
-    """Admit every signal of a request or none (errors name ``signals[i].field`` in a batch)."""
+    """Admit every signal of a request or none (errors name ``signals[i].field`` in a batch),
+    in one pass: the grant is worked out once for the request. ``plain_text``: see
+    :meth:`_Grant.admit`."""
     check_idempotency_key(idempotency_key)
     if batch and len(raws) > MAX_BATCH:
         raise SignalError("signals", f"has {len(raws)} signals; at most {MAX_BATCH} per request")
     if batch and not raws:
         raise SignalError("signals", "must hold at least one signal")
+    grant = _Grant(runtime, processor)
     drafts = []
     for index, raw in enumerate(raws):
-        prefix = f"signals[{index}]." if batch else ""
         key = None
         if idempotency_key is not None:
             key = f"{idempotency_key}#{index}" if batch else idempotency_key
         try:
-            drafts.append(admit_one(runtime, processor, raw, key))
+            drafts.append(grant.admit(raw, key, plain_text))
         except (SignalError, GrantError) as error:
-            raise _prefixed(error, prefix) from None
+            raise _prefixed(error, f"signals[{index}]." if batch else "") from None
     return drafts
 
 
@@ -187,9 +220,10 @@ def publish_for(
     raws: Sequence[Any],
     idempotency_key: str | None = None,
     batch: bool = False,
+    plain_text: bool = False,
 ) -> list[tuple[PublishResult, Trust]]:
     """Admit and journal a request's signals in one transaction (all or nothing)."""
-    drafts = admit(runtime, processor, raws, idempotency_key, batch)
+    drafts = admit(runtime, processor, raws, idempotency_key, batch, plain_text)
     results = publish_drafts(drafts, runtime, via=source_of(processor))
     return [(result, result.trust) for result in results]
 

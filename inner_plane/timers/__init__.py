@@ -2,15 +2,24 @@
 
 Timers carry no behaviour: a due moment becomes a signal with the timer's identity, scheduled
 time, recurrence and purpose, and the shared recall and prompt path decides what it means.
+
+Owns schedules, the missed-moment policy, the static timers file, the tick and the timers
+API. May import ``publish``, ``journal``, ``runtime`` and the pure layer.
 """
 
-from inner_plane.timers.api import TimerInfo, add_timer, cancel_timer, get_timer, list_timers
+from inner_plane.timers.api import (
+    TimerInfo,
+    add_timer,
+    cancel_timer,
+    get_timer,
+    list_timers,
+    set_timer,
+)
 from inner_plane.timers.policy import Decision, Missed, Outcome, decide
 from inner_plane.timers.schedule import Cron, Interval, Once, Schedule, moment_key
 from inner_plane.timers.spec import TimerError, TimerSpec
 from inner_plane.timers.static import load_static_timers, parse_static_timers, timers_file
 from inner_plane.timers.tick import TickReport, tick
-from inner_plane.timers.tool import cancel_timer_tool, list_timers_tool, set_timer
 
 __all__ = [
     "Cron",
@@ -26,11 +35,9 @@ __all__ = [
     "TimerSpec",
     "add_timer",
     "cancel_timer",
-    "cancel_timer_tool",
     "decide",
     "get_timer",
     "list_timers",
-    "list_timers_tool",
     "load_static_timers",
     "moment_key",
     "parse_static_timers",

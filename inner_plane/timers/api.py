@@ -1,7 +1,9 @@
-"""Dynamic timers through Python: add, list (with static ones and each next due time), cancel."""
+"""Dynamic timers through Python: add (also from the agent's loose arguments: ``set_timer``), list
+(with static ones and each next due time), cancel."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -11,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection
 
 from inner_plane import logs
-from inner_plane.journal.timers import TimerJournal, TimerNameTaken
+from inner_plane.journal.timers import StaticTimerState, TimerJournal, TimerNameTaken, TimerRecord
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.timers.schedule import Interval, Once
 from inner_plane.timers.spec import EPOCH, TimerError, TimerSpec
@@ -48,7 +50,7 @@ class TimerInfo(BaseModel):
         return self.model_dump(mode="json")
 
 
-def _row_info(row: dict[str, Any]) -> TimerInfo:
+def _row_info(row: TimerRecord) -> TimerInfo:
     return TimerInfo(
         id=row["id"],
         name=row["name"],
@@ -72,7 +74,7 @@ def _row_info(row: dict[str, Any]) -> TimerInfo:
     )
 
 
-def _static_info(spec: TimerSpec, state: dict[str, Any] | None, now: datetime) -> TimerInfo:
+def _static_info(spec: TimerSpec, state: StaticTimerState | None, now: datetime) -> TimerInfo:
     schedule = spec.schedule(EPOCH)
     cursor = now if state is None else (state["last_moment"] or state["first_seen_at"])
     next_due = schedule.next_after(cursor)
@@ -253,3 +255,45 @@ def cancel_timer(
         timer_id=info.id,
     )
     return info
+
+
+def set_timer(
+    purpose: str,
+    at: str | None = None,
+    every_s: float | None = None,
+    cron: str | None = None,
+    timezone: str | None = None,
+    name: str | None = None,
+    *,
+    delegate_id: str = "default",
+    runtime: Runtime | None = None,
+    effect_key: str | None = None,
+    caused_by: uuid.UUID | None = None,
+    fence: Callable[[Connection], None] | None = None,
+) -> dict[str, Any]:
+    """Create a dynamic timer for the delegate from the agent's arguments ("remind me at five");
+    return it (with its next due time). Errors are TimerError with a message the model can read
+    and correct; nothing is stored on error. From an agent's tool: ``effect_key`` makes it once
+    per call whatever reruns (and names it when no name is given), ``caused_by`` goes on its
+    signals, ``fence`` guards the insert."""
+    runtime = runtime or get_runtime()
+    default_name = f"reminder-{uuid.uuid4().hex[:8]}"
+    if effect_key is not None:
+        default_name = "reminder-" + hashlib.sha256(effect_key.encode()).hexdigest()[:8]
+    raw: dict[str, Any] = {
+        "name": name or default_name,
+        "delegate_id": delegate_id,
+        "purpose": purpose,
+        "timezone": timezone or runtime.settings.delegate_timezone or "UTC",
+    }
+    for key, value in (("at", at), ("every_s", every_s), ("cron", cron)):
+        if value is not None:
+            raw[key] = value
+    return add_timer(
+        TimerSpec.parse(raw),
+        runtime=runtime,
+        created_by="agent",
+        effect_key=effect_key,
+        caused_by=caused_by,
+        fence=fence,
+    ).public()

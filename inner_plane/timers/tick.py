@@ -20,7 +20,7 @@ import redis
 from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
-from inner_plane.journal.timers import CursorUpdate, TimerJournal
+from inner_plane.journal.timers import CursorUpdate, TimerJournal, TimerRecord
 from inner_plane.publish import Journaled, journal_drafts, validate
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Mode
@@ -94,15 +94,18 @@ def signal_for(timer: _Timer, moment: datetime) -> dict[str, Any]:
     return signal
 
 
-def schedule_of_row(row: dict[str, Any]) -> Schedule:
+def schedule_of_row(row: TimerRecord) -> Schedule:
     if row["cron"] is not None:
         return Cron(row["cron"], row["timezone"])
-    if row["every_s"] is not None:
+    if row["every_s"] is not None and row["start_at"] is not None:
         return Interval(timedelta(seconds=row["every_s"]), row["start_at"])
-    return Once(row["at"])
+    if row["at"] is not None:
+        return Once(row["at"])
+    # ck_timers_one_schedule and add_timer (which sets an interval's start) rule this out.
+    raise ValueError(f"timer {row['id']}: no schedule (cron, every_s from start_at, or at)")
 
 
-def _dynamic(row: dict[str, Any]) -> _Timer:
+def _dynamic(row: TimerRecord) -> _Timer:
     return _Timer(
         key=row["id"],
         name=row["name"],

@@ -1,27 +1,33 @@
 """The tool registry. A tool is a name, a description, a JSON-schema of its arguments and a
-handler; adapters turn the registry into their model API's tool format."""
+handler; adapters turn the registry into their model API's tool format. The plane's own tools
+import these types; ``inner_plane.tools.build`` fills a registry with them and the configured
+ones."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
 from inner_plane.activation import Activation, Settlement
-from inner_plane.agent.port import StepGuard
-from inner_plane.config import ConfigError
 from inner_plane.journal import leases
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import PublishResult
 
-ENTRY_POINT_GROUP = "inner_plane.tools"
+
+class ToolGuard(Protocol):
+    """What a tool may use of the activation's step guard (the lane's ``StepGuard`` is one): the
+    idempotency key of a step's external effect, and the safe point. Declared here so the tools
+    sit below the agent adapters that call them."""
+
+    def safe_point(self) -> None: ...
+
+    def effect_key(self, step: int) -> str: ...
 
 
 class ToolError(Exception):
@@ -48,7 +54,7 @@ class ToolContext:
     runtime: Runtime
     activation: Activation
     rendered_signal_ids: frozenset[Any]
-    guard: StepGuard
+    guard: ToolGuard
     step: int
     settlements: dict[Any, Settlement] = field(default_factory=dict)
     call_index: int = 0  # position of the current call among the step's tool calls
@@ -123,37 +129,3 @@ class ToolRegistry:
         made = factory(runtime)
         for tool in [made] if isinstance(made, Tool) else list(made):
             self.register(tool)
-
-
-def _load_reference(reference: str) -> ToolFactory:
-    module_name, _, attribute = reference.strip().partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"INNER_PLANE_TOOLS: {reference!r} is not 'module:factory'")
-    try:
-        module = importlib.import_module(module_name)
-        factory = getattr(module, attribute)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"INNER_PLANE_TOOLS: cannot load {reference!r}: {error}") from None
-    if not callable(factory):
-        raise ConfigError(f"INNER_PLANE_TOOLS: {reference!r} is not callable")
-    return factory  # type: ignore[no-any-return]
-
-
-def build_registry(runtime: Runtime, extra: Iterable[ToolFactory] = ()) -> ToolRegistry:
-    """The plane's tools, then entry-point tools, then INNER_PLANE_TOOLS, then ``extra``."""
-    from inner_plane.tools.journal_tool import journal_tool
-    from inner_plane.tools.notify_tool import notify_tools
-    from inner_plane.tools.remember_tool import remember_tool
-    from inner_plane.tools.settle import settle_tool
-    from inner_plane.tools.timers_tool import timer_tools
-
-    registry = ToolRegistry(
-        [settle_tool(), journal_tool(), *timer_tools(), remember_tool(), *notify_tools(runtime)]
-    )
-    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        registry.add_from(runtime, entry.load())
-    for reference in filter(None, (part.strip() for part in runtime.settings.tools.split(","))):
-        registry.add_from(runtime, _load_reference(reference))
-    for factory in extra:
-        registry.add_from(runtime, factory)
-    return registry

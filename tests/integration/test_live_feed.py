@@ -26,7 +26,7 @@ EVENTS = 1_000
 
 @pytest.fixture
 def api(runtime: Runtime) -> Iterator[str]:
-    with serving(create_app(lambda: runtime, mcp=False, bind_host="127.0.0.1")) as base:
+    with serving(create_app(lambda: runtime, bind_host="127.0.0.1")) as base:
         yield base
 
 

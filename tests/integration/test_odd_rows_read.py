@@ -76,6 +76,7 @@ def test_cli_list_and_show_never_crash(runtime: Runtime, odd_rows: dict[str, uui
         }
         plain = runner.invoke(app, ["signals", "list"], catch_exceptions=False)
         assert plain.exit_code == 0, plain.output
+        assert len(plain.stdout.splitlines()) == len(odd_rows)  # one row, one line
         for signal_id in odd_rows.values():
             shown = runner.invoke(
                 app, ["signals", "show", str(signal_id), "--json"], catch_exceptions=False

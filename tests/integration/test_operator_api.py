@@ -31,7 +31,7 @@ def operator_token(runtime: Runtime) -> str:
 
 @pytest.fixture
 def client(runtime: Runtime) -> Iterator[TestClient]:
-    app = create_app(lambda: runtime, mcp=False, bind_host="127.0.0.1")
+    app = create_app(lambda: runtime, bind_host="127.0.0.1")
     with TestClient(app) as test_client:
         yield test_client
 
@@ -244,7 +244,7 @@ def test_operator_auth(runtime: Runtime, filled: Filled, client: TestClient) -> 
 
 
 def test_off_loopback_reads_need_an_operator(runtime: Runtime, filled: Filled) -> None:
-    app = create_app(lambda: runtime, mcp=False, bind_host="0.0.0.0")
+    app = create_app(lambda: runtime, bind_host="0.0.0.0")
     with TestClient(app) as client:
         assert client.get("/v1/delegates").status_code == 401
         _operator, token = operators.add(runtime, "carol")

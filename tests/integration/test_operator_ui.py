@@ -30,7 +30,7 @@ def filled(runtime: Runtime) -> Filled:
 
 @pytest.fixture
 def client(runtime: Runtime) -> Iterator[TestClient]:
-    app = create_app(lambda: runtime, mcp=False, bind_host="127.0.0.1")
+    app = create_app(lambda: runtime, bind_host="127.0.0.1")
     with TestClient(app) as test_client:
         yield test_client
 

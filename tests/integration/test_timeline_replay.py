@@ -87,7 +87,7 @@ def rt(runtime: Runtime) -> Runtime:
 
 @pytest.fixture
 def view(rt: Runtime) -> Iterator[LiveView]:
-    with serving(create_app(lambda: rt, mcp=False, bind_host="127.0.0.1")) as base:
+    with serving(create_app(lambda: rt, bind_host="127.0.0.1")) as base:
         yield LiveView(base)
 
 

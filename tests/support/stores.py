@@ -8,6 +8,9 @@ alone). Otherwise the embedded servers start under ``.inner-plane-test/`` and ar
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,3 +103,27 @@ def truncate_all(url: str) -> None:
                 connection.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
     finally:
         engine.dispose()
+
+
+@contextmanager
+def scratch_database(stores: Stores, prefix: str = "inner_plane_scratch") -> Iterator[str]:
+    """A fresh, empty database on the test server (its URL), dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    url = (
+        make_url(database.sqlalchemy_url(stores.database_url))
+        .set(database=name)
+        .render_as_string(hide_password=False)
+    )
+    database.ensure_database(url)
+    try:
+        yield url
+    finally:
+        admin = create_engine(
+            make_url(database.sqlalchemy_url(url)).set(database="postgres"),
+            isolation_level="AUTOCOMMIT",
+        )
+        try:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        finally:
+            admin.dispose()

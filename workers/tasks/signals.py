@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypedDict
 
 from celery import shared_task
 from celery.exceptions import Reject
@@ -16,7 +17,17 @@ from inner_plane.signals.model import SignalError
 # A store outage is not the signal's fault: retry (bounded backoff, never past a minute so the
 # countdown stays far below the visibility timeout) rather than ack and lose the signal.
 TRANSIENT = (OperationalError, RedisError)
-RETRY = {
+
+
+class RetryOptions(TypedDict):
+    autoretry_for: Sequence[type[BaseException]]
+    retry_backoff: int
+    retry_backoff_max: int
+    retry_jitter: bool
+    max_retries: int | None
+
+
+RETRY: RetryOptions = {
     "autoretry_for": TRANSIENT,
     "retry_backoff": 1,
     "retry_backoff_max": 60,
@@ -27,8 +38,9 @@ RETRY = {
 
 # In a worker, messages of this task never reach the body below: the strategy journals them many
 # per transaction and acks each after its commit (workers/batching.py). The body serves direct
-# calls (``publish_signal(...)``, ``.apply()``).
-@shared_task(
+# calls (``publish_signal(...)``, ``.apply()``). Celery takes task-class attributes such as
+# Strategy as options; the celery-types stubs list only the common ones, hence the ignore.
+@shared_task(  # type: ignore[call-overload,untyped-decorator]
     name=names.PUBLISH_TASK,
     acks_late=True,
     serializer="json",

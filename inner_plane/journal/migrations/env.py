@@ -3,9 +3,9 @@
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from inner_plane.journal.tables import Base
+from inner_plane.journal.schema import metadata
 
-target_metadata = Base.metadata
+target_metadata = metadata
 config = context.config
 
 

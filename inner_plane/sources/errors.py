@@ -1,4 +1,5 @@
-"""Error responses of the HTTP API: one JSON shape, precise status codes, nothing leaked."""
+"""Error responses of the API faces (HTTP and MCP): one JSON shape, precise status codes, nothing
+leaked."""
 
 from __future__ import annotations
 

@@ -8,11 +8,10 @@ from fastapi import Request
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from inner_plane.http import errors
 from inner_plane.journal.database import SchemaError
 from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth, ratelimit
+from inner_plane.sources import auth, errors
 
 MAX_BODY_BYTES = 1024 * 1024
 # Failures that mean "the journal is unreachable" (503), as opposed to bugs (500).
@@ -47,7 +46,7 @@ def authorized(
     ``client`` is the caller's address: failed authentications are throttled per address."""
     try:
         runtime = runtime_factory()
-        processor = auth.authenticate(runtime, method, path, headers, body, client=client)
+        processor, wait = auth.admit_request(runtime, method, path, headers, body, client=client)
     except auth.AuthError:
         raise errors.unauthorized() from None
     except auth.Throttled as throttled:
@@ -56,7 +55,6 @@ def authorized(
         raise errors.unavailable("replay protection (Redis)") from None
     except JOURNAL_DOWN:
         raise errors.unavailable() from None
-    wait = ratelimit.retry_after(runtime, processor)
     if wait is not None:
         raise errors.rate_limited(wait)
     return runtime, processor
