@@ -8,7 +8,9 @@ Prints, in one run on the same stores:
   3. activations per second across 1,000 delegates with 2 activation worker processes, and the
      overlap check from the journal;
   4. pre-emption inside a streaming model call: user turn sent -> in-flight call aborted
-     (``preempt_p99_ms``, target <= 250), see bench/preempt.py.
+     (``preempt_p99_ms``, target <= 250), see bench/preempt.py;
+  5. takeover after a crash: kill -9 of the holder's worker -> a user turn sent right after is
+     answered (``takeover_after_kill_p99_s``, target <= 5), see bench/takeover.py.
 The last line is one JSON object with every figure.
 
     .venv/bin/python -m bench.lane [--quick]
@@ -24,7 +26,7 @@ from dataclasses import replace
 
 from sqlalchemy import text
 
-from bench import harness, preempt
+from bench import harness, preempt, takeover
 from bench.harness import QUICK, ratio, summary
 from inner_plane import logs
 from inner_plane.activation import AgentResult, Disposition, Settlement
@@ -251,6 +253,7 @@ def benchmark(stores: Stores) -> None:
         f"activations/s, overlaps {overlaps}"
     )
     figures.update(preempt.measure(stores, settings, rt, log_dir))
+    figures.update(takeover.measure(stores, settings, rt, log_dir))
     harness.emit(figures)
 
 

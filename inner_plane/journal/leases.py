@@ -8,6 +8,7 @@ expired lock) writes nothing. PostgreSQL ``now()`` is the only clock: worker clo
 from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
 
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.predicates import FENCED_EPOCH
@@ -55,6 +56,9 @@ _ACQUIRE = text(
     """
 )
 _UNLOCK_ALL = text("SELECT pg_advisory_unlock_all()")
+_WAIT_FOR_LIVENESS = text("SELECT pg_advisory_lock(hashtextextended(:lock_name, 0))")
+_LOCK_TIMEOUT = text("SELECT set_config('lock_timeout', :timeout, true)")
+LOCK_NOT_AVAILABLE = "55P03"
 _RENEW = text(
     """
     UPDATE leases SET expires_at = now() + make_interval(secs => :ttl), updated_at = now()
@@ -122,6 +126,24 @@ class Leases:
             if row is None:  # a lock this take got but did not use must not linger
                 self.let_go(connection)
         return None if row is None else (int(row.epoch), bool(row.left_behind))
+
+    @staticmethod
+    def wait_for_liveness(connection: Connection, delegate_id: str, wait_s: float) -> bool:
+        """Block up to ``wait_s`` for the delegate's liveness lock on ``connection``: True once
+        it is held (its holder's session ended, or the holder finished), False if the holder
+        still lives. A holder killed a moment ago may keep its lock until PostgreSQL has seen
+        its connection close; this waits that moment out instead of waiting for the TTL."""
+        try:
+            with connection.begin():
+                connection.execute(_LOCK_TIMEOUT, {"timeout": f"{max(1, int(wait_s * 1000))}ms"})
+                connection.execute(
+                    _WAIT_FOR_LIVENESS, {"lock_name": liveness_lock_name(delegate_id)}
+                )
+        except DBAPIError as error:
+            if getattr(error.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                return False
+            raise
+        return True
 
     @staticmethod
     def let_go(connection: Connection) -> None:

@@ -53,6 +53,19 @@ def next_user_turn(
     return None if row is None else UserTurn.from_row(row._mapping)
 
 
+def turn_waiting(connection: Connection, delegate_id: str) -> bool:
+    """Whether a user turn of the delegate is queued (index ix_user_turns_queued)."""
+    return bool(
+        connection.execute(
+            text(
+                "SELECT EXISTS (SELECT 1 FROM user_turns"
+                " WHERE delegate_id = :d AND state = 'queued')"
+            ),
+            {"d": delegate_id},
+        ).scalar()
+    )
+
+
 def finish_user_turn(
     connection: Connection, turn_id: uuid.UUID, state: str, reply: str | None
 ) -> None:

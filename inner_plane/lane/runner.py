@@ -48,6 +48,10 @@ from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
 
 MAX_COUNTDOWN_S = decide.MAX_COUNTDOWN_S
+# How long a lane with a user turn waiting blocks on a held lease's liveness lock before
+# deferring: long enough for PostgreSQL to notice a killed holder's connection on a loaded
+# machine, short against a living holder's run (which the turn pre-empts anyway).
+LIVENESS_WAIT_S = 2.0
 
 
 @dataclass
@@ -106,6 +110,10 @@ class Lane:
             taken = self.leases.take(
                 delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
             )
+            if taken is None and self._turn_waiting_on_holder(delegate_id):
+                taken = self.leases.take(
+                    delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
+                )
             if taken is None:
                 outcome.deferred = "busy"
                 logs.emit("deferred", delegate=delegate_id, reason="busy: lease held")
@@ -127,14 +135,15 @@ class Lane:
             finally:
                 self.notices.unwatch(delegate_id, self._yield_hint)
                 self.heartbeat.end()
+                # The liveness lock goes first: a lane that takes the lease the moment it is
+                # released must be able to take the lock with it, or its own crash would cost
+                # the TTL. (Taken over in between, this run has nothing left to write.)
+                self._let_go()
                 if not outcome.lease_lost:
                     self.leases.release(delegate_id, epoch)
         finally:
+            self._let_go()
             connection, self._connection = self._connection, None
-            try:
-                self.leases.let_go(connection)
-            except Exception:  # a broken connection: dropping it frees the lock
-                connection.invalidate()
             connection.close()
             if lock:
                 with contextlib.suppress(redis.RedisError, redis.exceptions.LockError):
@@ -142,6 +151,26 @@ class Lane:
         if not outcome.lease_lost and outcome.deferred is None:
             self._after_release(delegate_id, reschedule)
         return outcome
+
+    def _turn_waiting_on_holder(self, delegate_id: str) -> bool:
+        """A user turn waits and the lease is held: wait briefly for the holder's liveness lock
+        (a holder killed a moment ago keeps it until PostgreSQL sees its connection close).
+        True once it is held here, so a second take can take over at once."""
+        connection = self._connection
+        assert connection is not None
+        with connection.begin():
+            waiting = user_turns.turn_waiting(connection, delegate_id)
+        return waiting and self.leases.wait_for_liveness(connection, delegate_id, LIVENESS_WAIT_S)
+
+    def _let_go(self) -> None:
+        """Free the liveness lock held on the run's connection (harmless if none is held)."""
+        connection = self._connection
+        if connection is None or connection.invalidated:
+            return
+        try:
+            self.leases.let_go(connection)
+        except Exception:  # a broken connection: dropping it frees the lock
+            connection.invalidate()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:

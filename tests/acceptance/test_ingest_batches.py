@@ -140,7 +140,8 @@ def test_a_worker_killed_mid_buffer_loses_nothing(
     # Every message is still in the broker, unacknowledged. The broker gives such messages back
     # after its visibility timeout; give them back now instead of waiting for it.
     assert runtime.redis.hlen("unacked") == 20
-    with Connection(stores.redis_url, transport_options={"visibility_timeout": 0}) as broker:
+    broker_url = runtime.settings.effective_broker_url
+    with Connection(broker_url, transport_options={"visibility_timeout": 0}) as broker:
         broker.default_channel.qos.restore_visible(num=100)
     assert runtime.redis.llen("signals") == 20
 

@@ -109,9 +109,10 @@ def test_two_beats_at_once_give_one_signal_per_moment(
     # The periodic worker serves beat's three tasks.
     for task in ("inner_plane.timers_tick", "inner_plane.sweep", "inner_plane.retention"):
         assert task in periodic_worker.output()
-    # Both beats really were ticking the whole time.
+    # Both beats really were ticking at once (each sends the tick only when a timer is due, so
+    # the count depends on which one saw a moment first; two apiece show both were live).
     for beat in (beat_a, beat_b):
-        assert beat.output().count(TICK_SENT) >= 5, beat.output()[-2000:]
+        assert beat.output().count(TICK_SENT) >= 2, beat.output()[-2000:]
     for name, anchor in (("twin", start), ("static-pulse", datetime(1970, 1, 1, tzinfo=UTC))):
         moments = fired(runtime, name)
         assert len(moments) == len(set(moments)), f"{name}: a moment fired twice: {moments}"

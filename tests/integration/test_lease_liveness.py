@@ -4,6 +4,8 @@ epoch fence exactly as before."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import text
 
@@ -97,3 +99,20 @@ def test_a_paused_holder_keeps_its_lock_and_is_taken_over_on_expiry_only(
     finally:
         Leases.let_go(paused)
         paused.close()
+
+
+def test_a_taker_waits_out_a_holder_whose_death_postgresql_has_not_seen_yet(
+    runtime: Runtime,
+) -> None:
+    leases = Leases(runtime.engine)
+    holder = runtime.engine.connect()
+    assert leases.take("d", "holder", 60, holder) == (1, False)
+    with runtime.engine.connect() as taker:
+        assert Leases.wait_for_liveness(taker, "d", 0.2) is False  # alive: no lock
+        dies = threading.Timer(0.3, holder.invalidate)  # the holder's session ends meanwhile
+        dies.start()
+        assert Leases.wait_for_liveness(taker, "d", 10) is True
+        dies.join()
+        assert leases.take("d", "taker", 60, taker) == (2, False)
+        Leases.let_go(taker)
+    holder.close()
