@@ -10,10 +10,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
-from inner_plane.journal import memories
+from inner_plane.journal import ambient, memories
 from inner_plane.memory import recall, remember
+from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 
 
@@ -91,6 +92,24 @@ def test_memory_reads_hand_out_typed_records(runtime: Runtime) -> None:
     assert found[0]["rank"] > 0
     # The memory store's own reads keep the score.
     assert [m.rank for m in recall("tea", runtime=runtime)] == [found[0]["rank"]]
+
+
+def test_ambient_records_are_the_columns_their_queries_select(runtime: Runtime) -> None:
+    relevant = publish(
+        kind="task.progress", source="copilot", mode="ambient", data={"note": "the tea order"}
+    )
+    publish(kind="task.progress", source="copilot", mode="ambient", data={"note": "milk"})
+    params = {"ambient_cue": "tea", "delegate": "default", "cap": 500, "ambient_limit": 5}
+    with runtime.engine.connect() as connection:
+        rows = connection.execute(text(ambient.RELEVANT_QUERY), params).all()
+        activity = ambient.recent_activity(connection, "default", "task.", None, 10)
+        none = ambient.recent_activity(connection, "default", "memory.", None, 10)
+    assert [row.id for row in rows] == [relevant.id]
+    assert list(rows[0]._mapping) == _keys(ambient.AmbientSignal)
+    assert len(activity) == 2 and none == []
+    for row in activity:
+        assert_record(ambient.ActivityRecord, row)
+    assert activity[1]["id"] == relevant.id and activity[1]["data"] == {"note": "the tea order"}
 
 
 def test_the_record_check_refuses_a_wrong_shape() -> None:
