@@ -371,17 +371,12 @@ class ContextComposer:
 def _announce_retrieval(engine: Engine, activation: Activation, words: list[str]) -> None:
     """Live-only "memory retrieval pending" for the timeline (the outcome is stored later): to
     this process's listeners, and through the live feed to every process that follows it."""
-    record = {
-        "seq": None,
-        "type": conversation.MEMORY_RETRIEVAL,
-        "payload": {"status": "pending", "cue": " ".join(words)},
-        "delegate_id": activation.delegate_id,
-        "activation_id": str(activation.id),
-        "turn_id": None,
-        "conversation_id": None,
-        "created_at": None,
-        "live_only": True,
-    }
+    record = conversation.live_only_record(
+        activation.delegate_id,
+        conversation.MEMORY_RETRIEVAL,
+        {"status": "pending", "cue": " ".join(words)},
+        activation.id,
+    )
     conversation.notify_live(record)
     try:
         live.raise_live_now(engine, activation.delegate_id, record, [str(activation.id)])

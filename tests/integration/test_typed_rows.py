@@ -12,10 +12,11 @@ from typing import Any
 
 from sqlalchemy import inspect, text
 
-from inner_plane.journal import ambient, memories
+from inner_plane.journal import ambient, conversation, memories, reads
 from inner_plane.memory import recall, remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from inner_plane.timeline import live_entry, report_capsule
 
 
 def _keys(kind: type) -> list[str]:
@@ -110,6 +111,41 @@ def test_ambient_records_are_the_columns_their_queries_select(runtime: Runtime) 
     for row in activity:
         assert_record(ambient.ActivityRecord, row)
     assert activity[1]["id"] == relevant.id and activity[1]["data"] == {"note": "the tea order"}
+
+
+def test_conversation_records_are_the_columns_their_queries_select(runtime: Runtime) -> None:
+    seen: list[conversation.TimelineRecord] = []
+    conversation.add_listener(seen.append)
+    try:
+        with runtime.engine.begin() as connection:
+            conversation.append_event(
+                connection, delegate_id="d1", type="user.message", payload={"text": "hi"}
+            )
+        report_capsule(runtime.engine, "d1", "started")
+    finally:
+        conversation.remove_listener(seen.append)
+    with runtime.engine.connect() as connection:
+        columns = [c["name"] for c in inspect(connection).get_columns("conversation_events")]
+        text_columns = connection.execute(
+            text(f"SELECT {conversation.EVENT_TEXT_COLUMNS} FROM conversation_events")  # noqa: S608
+        ).keys()
+    assert sorted(_keys(conversation.EventRecord)) == sorted(columns)
+    assert list(text_columns) == _keys(conversation.EventRecord)
+    stored, live = seen
+    assert_record(conversation.EventRecord, stored)
+    assert_record(conversation.LiveOnlyRecord, live)
+    # The stored record reads back the same through both reads: the row and its text form.
+    assert conversation.read_events(runtime.engine, "d1") == [stored]
+    assert reads.timeline_events(runtime.engine, "d1") == [stored]
+    assert reads.events_by_seq(runtime.engine, [stored["seq"]]) == [stored]
+
+
+def test_a_live_only_record_from_the_wire_is_checked_before_it_is_shown() -> None:
+    record = conversation.live_only_record("d1", "context.capsule", {"status": "started"}, None)
+    shown = live_entry(record)
+    assert shown is not None and shown["live_only"] and shown["summary"] == "started"
+    for bad in (None, [], {"type": "x"}, {"type": 1, "payload": {}}, {"type": "x", "payload": 2}):
+        assert live_entry(bad) is None
 
 
 def test_the_record_check_refuses_a_wrong_shape() -> None:
