@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import inspect, text
 
-from inner_plane.journal import ambient, conversation, memories, reads
+from inner_plane.journal import ambient, context, conversation, memories, reads
 from inner_plane.memory import recall, remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
@@ -146,6 +146,58 @@ def test_a_live_only_record_from_the_wire_is_checked_before_it_is_shown() -> Non
     assert shown is not None and shown["live_only"] and shown["summary"] == "started"
     for bad in (None, [], {"type": "x"}, {"type": 1, "payload": {}}, {"type": "x", "payload": 2}):
         assert live_entry(bad) is None
+
+
+def test_the_composer_snapshot_holds_typed_records(runtime: Runtime) -> None:
+    """The snapshot's rows come back as JSON: each is exactly the record type's keys, and its
+    ids and times are read back into their types."""
+    remember("Always answer in English", kind="standing", runtime=runtime)
+    remember("The user orders green tea on Fridays", runtime=runtime)
+    publish(kind="task.progress", source="copilot", mode="ambient", data={"note": "tea order"})
+    with runtime.engine.begin() as connection:
+        for kind, words in (("user.message", "tea?"), ("assistant.message", "green tea")):
+            conversation.append_event(
+                connection, delegate_id="default", type=kind, payload={"text": words}
+            )
+    params = {
+        "delegate": "default",
+        "cap": memories.DF_CAP,
+        "recall_cue": "tea",
+        "ambient_cue": "tea",
+        "standing_limit": 5,
+        "recall_limit": 5,
+        "ambient_limit": 5,
+        "history_limit": 5,
+    }
+    with runtime.engine.connect() as connection:
+        raw = connection.execute(context.SNAPSHOT_SQL, params).one()
+        found = context.snapshot(
+            connection,
+            delegate_id="default",
+            recall_cue="tea",
+            ambient_cue="tea",
+            standing_limit=5,
+            recall_limit=5,
+            ambient_limit=5,
+            history_limit=5,
+        )
+    for rows, kind in (
+        (raw.standing, memories.MemoryRecord),
+        (raw.recalled, memories.RecalledMemory),
+        (raw.ambient, ambient.AmbientSignal),
+        (raw.history, context.HistoryMessage),
+    ):
+        assert rows and all(sorted(row) == sorted(_keys(kind)) for row in rows), kind
+    for records, kind in (
+        (found.standing, memories.MemoryRecord),
+        (found.recalled, memories.RecalledMemory),
+        (found.ambient, ambient.AmbientSignal),
+        (found.history, context.HistoryMessage),
+    ):
+        assert records
+        for record in records:
+            assert_record(kind, record)
+    assert [m["type"] for m in found.history] == ["user.message", "assistant.message"]
 
 
 def test_the_record_check_refuses_a_wrong_shape() -> None:
