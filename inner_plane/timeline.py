@@ -112,7 +112,7 @@ def _duration(payload: dict[str, Any]) -> str:
     return f"in {duration:.0f} ms" if isinstance(duration, int | float) else ""
 
 
-def entry(record: dict[str, Any]) -> dict[str, Any]:
+def entry(record: events.TimelineRecord) -> dict[str, Any]:
     """A timeline entry from one event record (stored, or live-only)."""
     event_type = record["type"]
     payload = record["payload"]
@@ -136,6 +136,29 @@ def entry(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def live_entry(data: object) -> dict[str, Any] | None:
+    """The timeline entry of a live-only record read back from the live feed (JSON another
+    process wrote); None for data of any other shape."""
+    if not isinstance(data, dict):
+        return None
+    event_type, payload = data.get("type"), data.get("payload")
+    if not isinstance(event_type, str) or not isinstance(payload, dict):
+        return None
+    delegate_id, activation_id = data.get("delegate_id"), data.get("activation_id")
+    record = events.LiveOnlyRecord(
+        seq=None,
+        type=event_type,
+        payload=payload,
+        delegate_id=delegate_id if isinstance(delegate_id, str) else "",
+        activation_id=activation_id if isinstance(activation_id, str) else None,
+        turn_id=None,
+        conversation_id=None,
+        created_at=None,
+        live_only=True,
+    )
+    return entry(record)
+
+
 def replay(
     engine: Engine, delegate_id: str, conversation_id: uuid.UUID | None = None
 ) -> list[dict[str, Any]]:
@@ -147,7 +170,7 @@ def follow_live(callback: Callable[[dict[str, Any]], None]) -> Callable[[], None
     """Call ``callback`` with each timeline entry as its event commits (or, for live-only
     notifications, as it happens). Returns a function that stops following."""
 
-    def listener(record: dict[str, Any]) -> None:
+    def listener(record: events.TimelineRecord) -> None:
         callback(entry(record))
 
     events.add_listener(listener)
@@ -185,17 +208,7 @@ def report_capsule(
                 activation_id=activation_id,
             )
         return
-    record = {
-        "seq": None,
-        "type": events.CONTEXT_CAPSULE,
-        "payload": payload,
-        "delegate_id": delegate_id,
-        "activation_id": None if activation_id is None else str(activation_id),
-        "turn_id": None,
-        "conversation_id": None,
-        "created_at": None,
-        "live_only": True,
-    }
+    record = events.live_only_record(delegate_id, events.CONTEXT_CAPSULE, payload, activation_id)
     events.notify_live(record)
     # Through the live feed, to every process that follows it (the API's SSE, the CLI).
     live.raise_live_now(engine, delegate_id, record)

@@ -15,7 +15,7 @@ import httpx
 import typer
 
 from inner_plane.cli.common import FAILURE, fail, print_json, runtime, settings
-from inner_plane.timeline import entry, render_line, replay
+from inner_plane.timeline import live_entry, render_line, replay
 
 TOKEN_ENV = "INNER_PLANE_OPERATOR_TOKEN"
 
@@ -125,9 +125,9 @@ def _follow(base: str, delegate: str, token: str | None, as_json: bool) -> None:
                 for ident, name, data in _sse(response):
                     last_event = ident or last_event
                     if name == "live":
-                        record = json.loads(data).get("data") or {}
-                        if "type" in record and "payload" in record:
-                            _show(entry({**record, "live_only": True}), as_json)
+                        shown_live = live_entry(json.loads(data).get("data"))
+                        if shown_live is not None:
+                            _show(shown_live, as_json)
                     elif name in ("timeline", "reset"):
                         for item in entries_after(last):
                             _show(item, as_json)

@@ -17,6 +17,7 @@ misses nothing (ix_live_events_xid_id serves the range).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -130,7 +131,7 @@ def oldest_id(connection: Connection) -> int:
 def raise_live(
     connection: Connection,
     delegate_id: str | None,
-    data: dict[str, Any],
+    data: Mapping[str, object],
     ids: list[str] | None = None,
 ) -> int:
     """Append a live-only event and NOTIFY it (in the caller's transaction, or at once in
@@ -149,7 +150,10 @@ def raise_live(
 
 
 def raise_live_now(
-    engine: Engine, delegate_id: str | None, data: dict[str, Any], ids: list[str] | None = None
+    engine: Engine,
+    delegate_id: str | None,
+    data: Mapping[str, object],
+    ids: list[str] | None = None,
 ) -> int:
     """:func:`raise_live` in its own single-statement transaction."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:

@@ -73,7 +73,7 @@ class Memory:
     rank: float | None = None
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Memory:
+    def from_record(cls, record: journal.MemoryRecord, rank: float | None = None) -> Memory:
         return cls(
             id=record["id"],
             delegate_id=record["delegate_id"],
@@ -85,7 +85,7 @@ class Memory:
             signal_id=record["signal_id"],
             superseded_by=record["superseded_by"],
             created_at=record["created_at"],
-            rank=record.get("rank"),
+            rank=rank,
         )
 
     def public(self) -> dict[str, Any]:
@@ -279,4 +279,4 @@ def recall(
     runtime = runtime or get_runtime()
     with runtime.engine.connect() as connection:
         rows = journal.recall(connection, delegate_id, query_text(cue_words([cue])), limit)
-    return [Memory.from_record(row) for row in rows]
+    return [Memory.from_record(row, row["rank"]) for row in rows]
