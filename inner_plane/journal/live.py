@@ -20,9 +20,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
-from sqlalchemy import Connection, Engine, text
+import psycopg
+from psycopg.rows import dict_row
+from sqlalchemy import Connection, Engine, RowMapping, text
 
 CHANNEL = "inner_plane_live"
 
@@ -49,6 +51,17 @@ class Position:
         return cls(int(xid), int(ident))
 
 
+class LiveEventJson(TypedDict):
+    """A live event as the SSE feed sends it."""
+
+    id: str
+    at: str
+    delegate_id: str | None
+    topic: str
+    ids: list[str]
+    data: dict[str, Any] | None
+
+
 @dataclass(frozen=True)
 class LiveEvent:
     position: Position
@@ -58,15 +71,15 @@ class LiveEvent:
     ids: list[str]
     data: dict[str, Any] | None
 
-    def public(self) -> dict[str, Any]:
-        return {
-            "id": self.position.token(),
-            "at": self.at.isoformat(),
-            "delegate_id": self.delegate_id,
-            "topic": self.topic,
-            "ids": self.ids,
-            "data": self.data,
-        }
+    def public(self) -> LiveEventJson:
+        return LiveEventJson(
+            id=self.position.token(),
+            at=self.at.isoformat(),
+            delegate_id=self.delegate_id,
+            topic=self.topic,
+            ids=self.ids,
+            data=self.data,
+        )
 
 
 _AFTER_TEMPLATE = """
@@ -102,18 +115,28 @@ _RAISE = text(
 def read_after(connection: Connection, after: Position, limit: int = 500) -> list[LiveEvent]:
     """Committed events after ``after`` whose transactions are older than every running one."""
     rows = connection.execute(_AFTER, {"xid": after.xid, "id": after.id, "limit": limit})
-    return [
-        LiveEvent(Position(r.xid_number, r.id), r.at, r.delegate_id, r.topic, list(r.ids), r.data)
-        for r in rows
-    ]
+    return [_event(row._mapping) for row in rows]
 
 
-def read_after_driver(connection: Any, after: Position, limit: int = 500) -> list[LiveEvent]:
+def read_after_driver(
+    connection: psycopg.Connection[Any], after: Position, limit: int = 500
+) -> list[LiveEvent]:
     """:func:`read_after` on a psycopg connection (autocommit)."""
-    rows = connection.execute(
-        _AFTER_DRIVER, {"xid": after.xid, "id": after.id, "limit": limit}
-    ).fetchall()
-    return [LiveEvent(Position(r[0], r[1]), r[2], r[3], r[4], list(r[5]), r[6]) for r in rows]
+    with connection.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(_AFTER_DRIVER, {"xid": after.xid, "id": after.id, "limit": limit})
+        return [_event(row) for row in cursor.fetchall()]
+
+
+def _event(row: RowMapping | Mapping[str, Any]) -> LiveEvent:
+    """A row of the _AFTER statements, by column name."""
+    return LiveEvent(
+        position=Position(row["xid_number"], row["id"]),
+        at=row["at"],
+        delegate_id=row["delegate_id"],
+        topic=row["topic"],
+        ids=list(row["ids"]),
+        data=row["data"],
+    )
 
 
 def horizon(connection: Connection) -> Position:

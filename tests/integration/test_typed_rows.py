@@ -10,9 +10,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from sqlalchemy import inspect, text
 
-from inner_plane.journal import ambient, context, conversation, memories, reads
+from inner_plane.journal import ambient, context, conversation, live, memories, reads
+from inner_plane.journal.database import libpq_url
 from inner_plane.memory import recall, remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
@@ -198,6 +200,23 @@ def test_the_composer_snapshot_holds_typed_records(runtime: Runtime) -> None:
         for record in records:
             assert_record(kind, record)
     assert [m["type"] for m in found.history] == ["user.message", "assistant.message"]
+
+
+def test_live_events_read_by_column_name_through_either_driver(runtime: Runtime) -> None:
+    """The feed's own psycopg read and the SQLAlchemy read build the same events by name."""
+    with runtime.engine.connect() as connection:
+        start = live.horizon(connection)
+    live.raise_live_now(runtime.engine, "d1", {"type": "x", "payload": {}}, ["a"])
+    with runtime.engine.connect() as connection:
+        through_sqlalchemy = live.read_after(connection, start)
+    url = libpq_url(runtime.settings.database_url or "")
+    with psycopg.connect(url, autocommit=True) as raw:
+        through_driver = live.read_after_driver(raw, start)
+    assert through_driver == through_sqlalchemy
+    [event] = through_driver
+    assert (event.delegate_id, event.topic, event.ids) == ("d1", live.LIVE_ONLY, ["a"])
+    assert event.data == {"type": "x", "payload": {}}
+    assert_record(live.LiveEventJson, event.public())
 
 
 def test_the_record_check_refuses_a_wrong_shape() -> None:
