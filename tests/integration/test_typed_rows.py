@@ -19,6 +19,7 @@ from inner_plane.journal import operators as operator_journal
 from inner_plane.journal.database import libpq_url
 from inner_plane.journal.processors import ProcessorJournal, ProcessorJson
 from inner_plane.memory import recall, remember
+from inner_plane.memory.store import MemoryJson
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.timeline import TimelineEntry, live_entry, replay, report_capsule
@@ -98,7 +99,10 @@ def test_memory_reads_hand_out_typed_records(runtime: Runtime) -> None:
     assert_record(memories.RecalledMemory, found[0])
     assert found[0]["rank"] > 0
     # The memory store's own reads keep the score.
-    assert [m.rank for m in recall("tea", runtime=runtime)] == [found[0]["rank"]]
+    [recalled] = recall("tea", runtime=runtime)
+    assert recalled.rank == found[0]["rank"]
+    assert_record(MemoryJson, recalled.public())  # its rank shown: every key of the type
+    assert "rank" not in merged.memory.public()
 
 
 def test_ambient_records_are_the_columns_their_queries_select(runtime: Runtime) -> None:
