@@ -13,12 +13,15 @@ from typing import Any
 import psycopg
 from sqlalchemy import inspect, text
 
-from inner_plane.journal import ambient, context, conversation, live, memories, reads
+from inner_plane import operators as operator_actions
+from inner_plane.journal import ambient, context, conversation, live, memories, reads, signals
+from inner_plane.journal import operators as operator_journal
 from inner_plane.journal.database import libpq_url
 from inner_plane.memory import recall, remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.timeline import live_entry, report_capsule
+from inner_plane.timers.api import set_timer
 
 
 def _keys(kind: type) -> list[str]:
@@ -217,6 +220,31 @@ def test_live_events_read_by_column_name_through_either_driver(runtime: Runtime)
     assert (event.delegate_id, event.topic, event.ids) == ("d1", live.LIVE_ONLY, ["a"])
     assert event.data == {"type": "x", "payload": {}}
     assert_record(live.LiveEventJson, event.public())
+
+
+def test_operator_actions_and_duplicate_publications_answer_typed_records(
+    runtime: Runtime,
+) -> None:
+    first = publish(kind="task.progress", source="copilot", dedup_key="k", data={"n": 1})
+    again = publish(kind="task.progress", source="copilot", dedup_key="k", data={"n": 2})
+    assert again.deduplicated and again.id == first.id
+    with runtime.engine.connect() as connection:
+        [(key, identity)] = signals.stored_identities(connection, [first.id]).items()
+    assert key == first.id
+    assert_record(signals.SignalIdentity, identity)
+
+    dismissed = operator_actions.dismiss_signal(runtime, first.id, "ops", "not needed")
+    retried = operator_actions.retry_signal(runtime, first.id, "ops")
+    for change in (dismissed, retried):
+        assert_record(operator_journal.SignalChange, change)
+    assert dismissed == retried and dismissed is not None and dismissed["id"] == str(first.id)
+
+    timer = set_timer("Call the bank", every_s=3600, name="bank", runtime=runtime)
+    cancelled = operator_actions.cancel_timer(runtime, uuid.UUID(str(timer["id"])), "ops")
+    assert_record(operator_journal.CancelledTimer, cancelled)
+    assert cancelled is not None and cancelled["cancelled_by"] == "ops"
+    operator = operator_journal.OperatorJournal(runtime.engine).add("ops", "hash")
+    assert_record(operator_journal.OperatorJson, operator.public())
 
 
 def test_the_record_check_refuses_a_wrong_shape() -> None:
