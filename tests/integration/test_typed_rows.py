@@ -17,6 +17,7 @@ from inner_plane import operators as operator_actions
 from inner_plane.journal import ambient, context, conversation, live, memories, reads, signals
 from inner_plane.journal import operators as operator_journal
 from inner_plane.journal.database import libpq_url
+from inner_plane.journal.processors import ProcessorJournal, ProcessorJson
 from inner_plane.memory import recall, remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
@@ -245,6 +246,18 @@ def test_operator_actions_and_duplicate_publications_answer_typed_records(
     assert cancelled is not None and cancelled["cancelled_by"] == "ops"
     operator = operator_journal.OperatorJournal(runtime.engine).add("ops", "hash")
     assert_record(operator_journal.OperatorJson, operator.public())
+    processor = ProcessorJournal(runtime.engine).add(
+        "copilot",
+        "bearer",
+        secret_hash="hash",
+        signing_key=None,
+        kind_prefix="task.",
+        delegates=["default"],
+        max_mode="wake",
+        trusted=False,
+        rate_limit=10,
+    )
+    assert_record(ProcessorJson, processor.public())
 
 
 def test_the_record_check_refuses_a_wrong_shape() -> None:
