@@ -8,7 +8,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
 import httpx
@@ -60,7 +60,7 @@ def timeline(
         typer.echo(render_line(item))
 
 
-def _show(item: dict[str, Any], as_json: bool) -> None:
+def _show(item: Mapping[str, Any], as_json: bool) -> None:
     typer.echo(json.dumps(item, default=str) if as_json else render_line(item))
 
 

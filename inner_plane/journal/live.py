@@ -96,8 +96,8 @@ _AFTER = text(_AFTER_TEMPLATE.format(xid=":xid", id=":id", limit=":limit"))
 _AFTER_DRIVER = _AFTER_TEMPLATE.format(xid="%(xid)s", id="%(id)s", limit="%(limit)s")
 
 _HORIZON = text(
-    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, "
-    "coalesce((SELECT min(id) FROM live_events), 0)"
+    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin, "
+    "coalesce((SELECT min(id) FROM live_events), 0) AS oldest"
 )
 
 _RAISE = text(
@@ -142,13 +142,13 @@ def _event(row: RowMapping | Mapping[str, Any]) -> LiveEvent:
 def horizon(connection: Connection) -> Position:
     """The position of "now": every event of a transaction older than the oldest running one
     counts as seen. A new reader starts here."""
-    xmin, _ = connection.execute(_HORIZON).one()
+    xmin = connection.execute(_HORIZON).one().xmin
     return Position(int(xmin) - 1, 2**63 - 1)
 
 
 def oldest_id(connection: Connection) -> int:
     """The smallest id still retained (0 when the log is empty)."""
-    return int(connection.execute(_HORIZON).one()[1])
+    return int(connection.execute(_HORIZON).one().oldest)
 
 
 def raise_live(

@@ -177,11 +177,11 @@ def dead_signals_of(engine: Engine, activation_id: uuid.UUID) -> list[uuid.UUID]
         row = connection.execute(
             text(
                 "SELECT ARRAY(SELECT s.id FROM signals s WHERE s.id = ANY(a.signal_ids) "
-                "AND s.state = 'dead' ORDER BY s.seq) FROM activations a WHERE a.id = :id"
+                "AND s.state = 'dead' ORDER BY s.seq) AS dead FROM activations a WHERE a.id = :id"
             ),
             {"id": activation_id},
         ).first()
-    return None if row is None else list(row[0])
+    return None if row is None else list(row.dead)
 
 
 def cancel_timer(engine: Engine, timer_id: uuid.UUID, actor: str) -> CancelledTimer | None:

@@ -17,6 +17,7 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Engine,
+    Row,
     Table,
     Text,
     bindparam,
@@ -138,7 +139,7 @@ def _rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
         return None
 
 
-def _to_signal(row: Any) -> Signal:
+def _to_signal(row: Row[Any]) -> Signal:
     """The row as a Signal. A row the model refuses (a mode or trust no code writes, data that
     is not an object: written behind the model's back) is still returned, as stored, so that a
     list or a show never fails on it; ``stored_problem`` names what is wrong with it."""

@@ -19,9 +19,10 @@ from inner_plane.journal import operators as operator_journal
 from inner_plane.journal.database import libpq_url
 from inner_plane.journal.processors import ProcessorJournal, ProcessorJson
 from inner_plane.memory import recall, remember
+from inner_plane.memory.store import MemoryJson
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
-from inner_plane.timeline import live_entry, report_capsule
+from inner_plane.timeline import TimelineEntry, live_entry, replay, report_capsule
 from inner_plane.timers.api import set_timer
 
 
@@ -98,7 +99,10 @@ def test_memory_reads_hand_out_typed_records(runtime: Runtime) -> None:
     assert_record(memories.RecalledMemory, found[0])
     assert found[0]["rank"] > 0
     # The memory store's own reads keep the score.
-    assert [m.rank for m in recall("tea", runtime=runtime)] == [found[0]["rank"]]
+    [recalled] = recall("tea", runtime=runtime)
+    assert recalled.rank == found[0]["rank"]
+    assert_record(MemoryJson, recalled.public())  # its rank shown: every key of the type
+    assert "rank" not in merged.memory.public()
 
 
 def test_ambient_records_are_the_columns_their_queries_select(runtime: Runtime) -> None:
@@ -144,11 +148,15 @@ def test_conversation_records_are_the_columns_their_queries_select(runtime: Runt
     assert conversation.read_events(runtime.engine, "d1") == [stored]
     assert reads.timeline_events(runtime.engine, "d1") == [stored]
     assert reads.events_by_seq(runtime.engine, [stored["seq"]]) == [stored]
+    [shown] = replay(runtime.engine, "d1")
+    assert_record(TimelineEntry, shown)
+    assert (shown["seq"], shown["role"], shown["live_only"]) == (stored["seq"], "user", False)
 
 
 def test_a_live_only_record_from_the_wire_is_checked_before_it_is_shown() -> None:
     record = conversation.live_only_record("d1", "context.capsule", {"status": "started"}, None)
     shown = live_entry(record)
+    assert_record(TimelineEntry, shown)
     assert shown is not None and shown["live_only"] and shown["summary"] == "started"
     for bad in (None, [], {"type": "x"}, {"type": 1, "payload": {}}, {"type": "x", "payload": 2}):
         assert live_entry(bad) is None
