@@ -7,7 +7,7 @@ import contextlib
 import json
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
@@ -63,23 +63,29 @@ _INSERT_ONE = (
 )
 _INSERT = _INSERT_ONE.returning(_T.c.id)
 
-ROW_KEYS = (
-    "id",
-    "delegate_id",
-    "kind",
-    "source",
-    "mode",
-    "requested_mode",
-    "priority",
-    "data",
-    "trust",
-    "dedup_key",
-    "max_attempts",
-    "caused_by",
-    "occurred_at",
-    "available_at",
-    "expires_at",
-)
+
+class NewSignal(TypedDict):
+    """A signal row as publication writes it (the other columns take their defaults; a None
+    time is the database's now())."""
+
+    id: uuid.UUID
+    delegate_id: str
+    kind: str
+    source: str
+    mode: str
+    requested_mode: str | None
+    priority: int
+    data: dict[str, Any]
+    trust: str
+    dedup_key: str | None
+    max_attempts: int
+    caused_by: uuid.UUID | None
+    occurred_at: datetime | None
+    available_at: datetime | None
+    expires_at: datetime | None
+
+
+ROW_KEYS = tuple(NewSignal.__annotations__)
 
 # Bulk form of the same insert: every row travels as one JSON array parameter, unpacked by
 # jsonb_to_recordset on the server. A multi-row VALUES statement with 15 parameters per row is
@@ -125,7 +131,7 @@ def _json_default(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
+def _rows_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
     # NULLs are left out: jsonb_to_recordset gives NULL for a missing key as for a JSON null,
     # and the shorter text is faster to write and to parse.
     try:
@@ -229,7 +235,7 @@ def stored_identities(
     return {row.id: typed_row(SignalIdentity, row) for row in found}
 
 
-def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+def insert_rows(connection: Connection, rows: Sequence[NewSignal]) -> set[uuid.UUID]:
     """Insert rows as one statement on ``connection`` (the caller's transaction, or autocommit);
     return the ids actually inserted (the rest were duplicates of rows already in the journal)."""
     if not rows:
@@ -240,7 +246,8 @@ def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[u
     elif len(rows) == 1:
         sql, processors = _insert_one_form(connection.dialect)
         row = rows[0]
-        params = {key: row[key] for key in ROW_KEYS}
+        values: Mapping[str, Any] = row
+        params = {key: values[key] for key in ROW_KEYS}
         for name, process in processors:
             params[name] = process(params[name])
         if connection.exec_driver_sql(sql, params).rowcount != 1:
@@ -258,7 +265,7 @@ class SignalJournal:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def insert(self, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+    def insert(self, rows: Sequence[NewSignal]) -> set[uuid.UUID]:
         """Insert rows in one transaction; return the ids actually inserted (the rest were
         duplicates of rows already in the journal)."""
         if not rows:
