@@ -27,9 +27,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import UserDefinedType
 
-# Migrations name their constraints in full ("ck_signals_mode") and Alembic applies this
-# convention on top, so the database holds "ck_signals_ck_signals_mode"; the mirrors give the
-# same full names so both sides come out identical.
+# A CHECK constraint is declared by its short name: name="mode" on signals is ck_signals_mode.
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -93,10 +91,10 @@ class SignalRow(Base):
 
     __table_args__ = (
         UniqueConstraint("delegate_id", "source", "dedup_key"),
-        CheckConstraint(f"mode IN {MODES}", name="ck_signals_mode"),
-        CheckConstraint(f"state IN {STATES}", name="ck_signals_state"),
-        CheckConstraint("priority BETWEEN 0 AND 100", name="ck_signals_priority"),
-        CheckConstraint("jsonb_typeof(data) = 'object'", name="ck_signals_data_object"),
+        CheckConstraint(f"mode IN {MODES}", name="mode"),
+        CheckConstraint(f"state IN {STATES}", name="state"),
+        CheckConstraint("priority BETWEEN 0 AND 100", name="priority"),
+        CheckConstraint("jsonb_typeof(data) = 'object'", name="data_object"),
         # Serves "pending signals of a delegate by priority then age"; partial, so it stays small
         # however long the delivered history grows.
         Index(
@@ -198,7 +196,7 @@ class ActivationRow(Base):
     chain_depth: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
 
     __table_args__ = (
-        CheckConstraint(f"state IN {ACTIVATION_STATES}", name="ck_activations_state"),
+        CheckConstraint(f"state IN {ACTIVATION_STATES}", name="state"),
         Index("ix_activations_delegate_seq", "delegate_id", "seq"),
         # The running activation of a delegate (the lease keeps it to one).
         Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
@@ -236,7 +234,7 @@ class UserTurnRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
-        CheckConstraint(f"state IN {USER_TURN_STATES}", name="ck_user_turns_state"),
+        CheckConstraint(f"state IN {USER_TURN_STATES}", name="state"),
         Index(
             "ix_user_turns_queued",
             "delegate_id",
@@ -277,7 +275,7 @@ class NotificationRow(Base):
 
     __table_args__ = (
         UniqueConstraint("delegate_id", "effect_key", "channel"),
-        CheckConstraint("state IN ('sending', 'sent', 'failed')", name="ck_notifications_state"),
+        CheckConstraint("state IN ('sending', 'sent', 'failed')", name="state"),
     )
 
 
