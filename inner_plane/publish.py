@@ -22,6 +22,7 @@ from sqlalchemy import Connection
 from inner_plane import logs, redis_keys
 from inner_plane.attention.wakes import wake_on_publish
 from inner_plane.journal.signals import (
+    NewSignal,
     SignalIdentity,
     add_events,
     insert_rows,
@@ -62,7 +63,7 @@ class _Prepared:
         self.mode = mode
         self.priority = priority
         self.downgraded = downgraded
-        self.row: dict[str, Any] = {
+        self.row: NewSignal = {
             "id": signal_id,
             "delegate_id": draft.delegate_id,
             "kind": draft.kind,

@@ -268,6 +268,16 @@ def test_operator_actions_and_duplicate_publications_answer_typed_records(
     assert_record(ProcessorJson, processor.public())
 
 
+def test_signal_records_name_columns_of_signals(runtime: Runtime) -> None:
+    with runtime.engine.connect() as connection:
+        found = inspect(connection).get_columns("signals")
+    columns = {c["name"] for c in found}
+    required = {c["name"] for c in found if not c["nullable"] and c["default"] is None}
+    # A publication writes every column that has no default, and only columns of the table.
+    assert required - {"seq"} <= set(_keys(signals.NewSignal)) <= columns
+    assert set(_keys(signals.SignalIdentity)) <= columns
+
+
 def test_the_record_check_refuses_a_wrong_shape() -> None:
     """The check above is not vacuous: a missing key, an extra key or a wrong type fail it."""
     good = {
