@@ -9,7 +9,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 from sqlalchemy import (
@@ -18,7 +18,6 @@ from sqlalchemy import (
     Dialect,
     Engine,
     Row,
-    Table,
     Text,
     bindparam,
     column,
@@ -31,10 +30,10 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
 
 from inner_plane.journal.database import typed_row
-from inner_plane.journal.tables import SignalRow
+from inner_plane.journal.tables import SIGNALS
 from inner_plane.signals.model import Mode, Signal, State, Trust
 
-_T = cast(Table, SignalRow.__table__)
+_T = SIGNALS
 _TS = DateTime(timezone=True)
 
 # The single-row insert (bulk: _INSERT_MANY below). Timestamps default to the database clock, and
