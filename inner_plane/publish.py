@@ -20,6 +20,7 @@ import redis
 
 from inner_plane import logs, redis_keys
 from inner_plane.attention.wakes import wake_on_publish
+from inner_plane.journal.signals import SignalIdentity
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import (
@@ -73,7 +74,7 @@ class _Prepared:
             "expires_at": expires_at,
         }
 
-    def result(self, deduplicated: bool, stored: dict[str, Any] | None = None) -> PublishResult:
+    def result(self, deduplicated: bool, stored: SignalIdentity | None = None) -> PublishResult:
         """This publication's answer; a duplicate answers with the stored signal (a replay
         with another kind or mode learns what the journal holds, not what it sent)."""
         draft = self.draft
@@ -244,7 +245,7 @@ class Journaled:
         via: str,
         prepared: list[_Prepared],
         inserted: set[uuid.UUID],
-        stored: dict[uuid.UUID, dict[str, Any]] | None = None,
+        stored: dict[uuid.UUID, SignalIdentity] | None = None,
     ) -> None:
         self.runtime = runtime
         self.via = via

@@ -6,13 +6,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import sqlalchemy
 from sqlalchemy import text
 
-from inner_plane.journal.ambient import RELEVANT_QUERY
-from inner_plane.journal.memories import DF_CAP, RECALL_QUERY
+from inner_plane.journal.ambient import RELEVANT_QUERY, AmbientSignal
+from inner_plane.journal.database import typed_mapping
+from inner_plane.journal.memories import DF_CAP, RECALL_QUERY, MemoryRecord, RecalledMemory
 
 # Four independent reads as scalar subqueries of one statement: each round trip costs about as
 # much as a whole small query on a busy machine, and composition runs on every activation.
@@ -48,6 +49,7 @@ _TIMES = ("created_at", "occurred_at")
 
 
 def _typed(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as json_agg wrote it, its ids and times read back from their JSON text."""
     for key in _UUIDS:
         if row.get(key) is not None:
             row[key] = uuid.UUID(row[key])
@@ -59,12 +61,22 @@ def _typed(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+class HistoryMessage(TypedDict):
+    """A user or assistant message of the delegate's open conversation."""
+
+    seq: int
+    type: str
+    payload: dict[str, Any]
+    turn_id: uuid.UUID | None
+    created_at: datetime
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    standing: list[dict[str, Any]]
-    recalled: list[dict[str, Any]]
-    ambient: list[dict[str, Any]]
-    history: list[dict[str, Any]]  # oldest first
+    standing: list[MemoryRecord]
+    recalled: list[RecalledMemory]
+    ambient: list[AmbientSignal]
+    history: list[HistoryMessage]  # oldest first
 
 
 def snapshot(
@@ -92,8 +104,8 @@ def snapshot(
         },
     ).one()
     return Snapshot(
-        standing=[_typed(r) for r in row.standing],
-        recalled=[_typed(r) for r in row.recalled],
-        ambient=[_typed(r) for r in row.ambient],
-        history=[_typed(r) for r in row.history],
+        standing=[typed_mapping(MemoryRecord, _typed(r)) for r in row.standing],
+        recalled=[typed_mapping(RecalledMemory, _typed(r)) for r in row.recalled],
+        ambient=[typed_mapping(AmbientSignal, _typed(r)) for r in row.ambient],
+        history=[typed_mapping(HistoryMessage, _typed(r)) for r in row.history],
     )

@@ -9,7 +9,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from pydantic import ValidationError
 from sqlalchemy import (
@@ -17,6 +17,7 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Engine,
+    Row,
     Select,
     Table,
     Text,
@@ -31,6 +32,7 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
 from sqlalchemy.sql.dml import ReturningInsert
 
+from inner_plane.journal.database import typed_row
 from inner_plane.journal.tables import SignalRow
 from inner_plane.signals.model import Mode, Signal, State, Trust
 
@@ -145,7 +147,7 @@ def rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
         return None
 
 
-def _to_signal(row: Any) -> Signal:
+def _to_signal(row: Row[Any]) -> Signal:
     """The row as a Signal. A row the model refuses (a mode or trust no code writes, data that
     is not an object: written behind the model's back) is still returned, as stored, so that a
     list or a show never fails on it; ``stored_problem`` names what is wrong with it."""
@@ -201,24 +203,27 @@ def add_events(
         )
 
 
-_IDENTITY_COLUMNS = (
-    _T.c.id,
-    _T.c.delegate_id,
-    _T.c.kind,
-    _T.c.source,
-    _T.c.mode,
-    _T.c.priority,
-    _T.c.trust,
-)
+class SignalIdentity(TypedDict):
+    """What a duplicate publication answers with: what the journal holds for the signal."""
+
+    id: uuid.UUID
+    delegate_id: str
+    kind: str
+    source: str
+    mode: str
+    priority: int
+    trust: str
+
+
+_IDENTITY_COLUMNS = tuple(_T.c[key] for key in SignalIdentity.__annotations__)
 
 
 def stored_identities(
     connection: Connection, ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, dict[str, Any]]:
-    """What a duplicate publication answers with: the stored signal's id, delegate, kind,
-    source, mode, priority and trust, by id (primary-key lookups)."""
+) -> dict[uuid.UUID, SignalIdentity]:
+    """The stored signals' identities by id (primary-key lookups)."""
     found = connection.execute(select(*_IDENTITY_COLUMNS).where(_T.c.id.in_(list(ids))))
-    return {row.id: dict(row._mapping) for row in found}
+    return {row.id: typed_row(SignalIdentity, row) for row in found}
 
 
 def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
@@ -277,7 +282,7 @@ class SignalJournal:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
             return set(found.scalars().all())
 
-    def identities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    def identities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, SignalIdentity]:
         """:func:`stored_identities` in a statement of its own."""
         wanted = list(ids)
         if not wanted:
