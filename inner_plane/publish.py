@@ -20,7 +20,7 @@ import redis
 
 from inner_plane import logs, redis_keys
 from inner_plane.attention.wakes import wake_on_publish
-from inner_plane.journal.signals import SignalIdentity
+from inner_plane.journal.signals import NewSignal, SignalIdentity
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import (
@@ -56,7 +56,7 @@ class _Prepared:
         self.mode = mode
         self.priority = priority
         self.downgraded = downgraded
-        self.row: dict[str, Any] = {
+        self.row: NewSignal = {
             "id": signal_id,
             "delegate_id": draft.delegate_id,
             "kind": draft.kind,
@@ -318,7 +318,7 @@ class DraftRows:
         self.via = via
         self.prepared, self.unique = _prepare(drafts, self.runtime)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[NewSignal]:
         return [p.row for p in self.unique]
 
     def journaled(self, kept: Collection[uuid.UUID], inserted: set[uuid.UUID]) -> Journaled:

@@ -33,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 
 # Event types written by the lane and by this capability.
 USER_MESSAGE = "user.message"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -182,11 +181,4 @@ def typed_row(kind: type[Record], row: Row[Any]) -> Record:
     """``row`` as the record type ``kind`` (a TypedDict), built by column name: every key the
     type declares must be a column of the row (KeyError otherwise), other columns are left out."""
     mapping = row._mapping
-    return cast(Record, {key: mapping[key] for key in kind.__annotations__})
-
-
-def typed_mapping(kind: type[Record], mapping: Mapping[str, Any]) -> Record:
-    """:func:`typed_row` for a row already read into a mapping (one decoded from JSON, its
-    values converted to the declared types by the caller). ``kind`` must declare no
-    ``NotRequired`` key: with postponed annotations Python 3.11 cannot tell one apart."""
     return cast(Record, {key: mapping[key] for key in kind.__annotations__})

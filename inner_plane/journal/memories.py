@@ -24,7 +24,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inner_plane.journal.database import typed_row
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 
 
 class MemoryRow(Base):

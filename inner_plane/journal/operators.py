@@ -10,14 +10,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
-from sqlalchemy import Engine, Row, Table, select, text
+from sqlalchemy import Engine, Row, select, text
 from sqlalchemy.dialects.postgresql import insert
 
-from inner_plane.journal.tables import OperatorRow
+from inner_plane.journal.tables import OPERATORS
 
-_T = cast(Table, OperatorRow.__table__)
+_T = OPERATORS
 
 
 class OperatorJson(TypedDict):

@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 
 
 class ProcessorRow(Base):

@@ -27,6 +27,7 @@ from inner_plane.journal.paging import (
     page_limit,
 )
 from inner_plane.journal.paging import record as as_record
+from inner_plane.journal.signals import STATE_PAGE_FILTER, STATE_PAGE_ORDER
 
 __all__ = ["MAX_LIMIT", "CursorError", "Page", "jsonable"]
 
@@ -77,15 +78,21 @@ def search_signals(
     with_events: bool = True,
 ) -> Page:
     """Signals newest first (by journal order), each with its events. With a delegate the page
-    walks ix_signals_delegate_seq, a state ix_signals_state_seq, otherwise ix_signals_seq."""
+    walks ix_signals_delegate_seq (a delegate's dead letters: ix_signals_dead_delegate), a state
+    alone ix_signals_state_seq, otherwise ix_signals_seq."""
     where = ["TRUE"]
     params: dict[str, Any] = {"limit": page_limit(limit) + 1}
     if cursor is not None:
         (params["before"],) = decode_cursor(cursor, [int])
         where.append("seq < :before")
+    order = "seq DESC"
     if state is not None:
-        where.append("state = :state")
         params["state"] = state
+        if delegate_id is None:  # signals.STATE_PAGE_FILTER says why the state is an array
+            where.append(STATE_PAGE_FILTER)
+            order = STATE_PAGE_ORDER
+        else:
+            where.append("state = :state")
     if kind_prefix:
         where.append("kind LIKE :kind ESCAPE '\\'")
         params["kind"] = _like_prefix(kind_prefix)
@@ -103,7 +110,7 @@ def search_signals(
         params["until"] = until
     query = text(
         f"SELECT {_SIGNAL_COLUMNS} FROM signals WHERE {' AND '.join(where)} "  # noqa: S608
-        "ORDER BY seq DESC LIMIT :limit"
+        f"ORDER BY {order} LIMIT :limit"
     )
     with engine.connect() as connection:
         rows = connection.execute(query, params).all()

@@ -7,9 +7,9 @@ import contextlib
 import json
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 from sqlalchemy import (
@@ -19,7 +19,6 @@ from sqlalchemy import (
     Engine,
     Row,
     Select,
-    Table,
     Text,
     bindparam,
     column,
@@ -33,10 +32,10 @@ from sqlalchemy.dialects.postgresql import UUID as PgUUID
 from sqlalchemy.sql.dml import ReturningInsert
 
 from inner_plane.journal.database import typed_row
-from inner_plane.journal.tables import SignalRow
+from inner_plane.journal.tables import SIGNALS
 from inner_plane.signals.model import Mode, Signal, State, Trust
 
-_T = cast(Table, SignalRow.__table__)
+_T = SIGNALS
 _TS = DateTime(timezone=True)
 
 # The single-row insert (bulk: _INSERT_MANY below). Timestamps default to the database clock, and
@@ -66,23 +65,29 @@ _INSERT_ONE = (
 )
 _INSERT = _INSERT_ONE.returning(_T.c.id)
 
-ROW_KEYS = (
-    "id",
-    "delegate_id",
-    "kind",
-    "source",
-    "mode",
-    "requested_mode",
-    "priority",
-    "data",
-    "trust",
-    "dedup_key",
-    "max_attempts",
-    "caused_by",
-    "occurred_at",
-    "available_at",
-    "expires_at",
-)
+
+class NewSignal(TypedDict):
+    """A signal row as publication writes it (the other columns take their defaults; a None
+    time is the database's now())."""
+
+    id: uuid.UUID
+    delegate_id: str
+    kind: str
+    source: str
+    mode: str
+    requested_mode: str | None
+    priority: int
+    data: dict[str, Any]
+    trust: str
+    dedup_key: str | None
+    max_attempts: int
+    caused_by: uuid.UUID | None
+    occurred_at: datetime | None
+    available_at: datetime | None
+    expires_at: datetime | None
+
+
+ROW_KEYS = tuple(NewSignal.__annotations__)
 
 # Bulk form of the same insert: every row travels as one JSON array parameter, unpacked by
 # jsonb_to_recordset on the server. A multi-row VALUES statement with 15 parameters per row is
@@ -132,7 +137,7 @@ def _json_default(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
+def rows_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """Rows as the one JSON parameter of the bulk insert; None if a value has no exact JSON form
     (a timestamp within a day of year 1 or 9999: the row-by-row statement takes those)."""
     # NULLs are left out: jsonb_to_recordset gives NULL for a missing key as for a JSON null,
@@ -203,6 +208,18 @@ def add_events(
         )
 
 
+# A newest-first page of one state across every delegate. Written ``state = :state ORDER BY seq
+# DESC``, the planner may walk ix_signals_seq from the newest row and filter, expecting the state's
+# rows spread evenly through the journal; but the newest rows are the live ones (pending, claimed),
+# so that walk passes all of them first, and for a rare state (dead letters) a large part of the
+# journal: on 1M rows the dead-letter page read 223 buffers instead of 7. Compared with a
+# one-element array, the state is no constant of the ordering, so only ix_signals_state_seq yields
+# (state, seq) order and the page reads ``limit`` index entries. (With a delegate the equality
+# stays: ix_signals_delegate_seq and ix_signals_dead_delegate serve it.)
+STATE_PAGE_FILTER = "state = ANY(ARRAY[CAST(:state AS text)])"
+STATE_PAGE_ORDER = "state DESC, seq DESC"
+
+
 class SignalIdentity(TypedDict):
     """What a duplicate publication answers with: what the journal holds for the signal."""
 
@@ -226,7 +243,7 @@ def stored_identities(
     return {row.id: typed_row(SignalIdentity, row) for row in found}
 
 
-def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+def insert_rows(connection: Connection, rows: Sequence[NewSignal]) -> set[uuid.UUID]:
     """Insert rows as one statement on ``connection`` (the caller's transaction, or autocommit);
     return the ids actually inserted (the rest were duplicates of rows already in the journal)."""
     if not rows:
@@ -237,7 +254,8 @@ def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[u
     elif len(rows) == 1:
         sql, processors = _insert_one_form(connection.dialect)
         row = rows[0]
-        params = {key: row[key] for key in ROW_KEYS}
+        values: Mapping[str, Any] = row
+        params = {key: values[key] for key in ROW_KEYS}
         for name, process in processors:
             params[name] = process(params[name])
         if connection.exec_driver_sql(sql, params).rowcount != 1:
@@ -255,7 +273,7 @@ class SignalJournal:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def insert(self, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+    def insert(self, rows: Sequence[NewSignal]) -> set[uuid.UUID]:
         """Insert rows in one transaction; return the ids actually inserted (the rest were
         duplicates of rows already in the journal)."""
         if not rows:
@@ -322,7 +340,10 @@ class SignalJournal:
             query = query.where(_T.c.seq < before)
         if delegate_id is not None:
             query = query.where(_T.c.delegate_id == delegate_id)
-        if state is not None:
+        if state is not None and delegate_id is None:
+            query = query.where(text(STATE_PAGE_FILTER).bindparams(state=state))
+            query = query.order_by(None).order_by(text(STATE_PAGE_ORDER))
+        elif state is not None:
             query = query.where(_T.c.state == state)
         if kind is not None:
             query = query.where(_T.c.kind == kind)

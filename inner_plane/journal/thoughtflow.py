@@ -27,7 +27,7 @@ from inner_plane.activation import (
     plan_settlement,
 )
 from inner_plane.journal import conversation
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 from inner_plane.signals.model import Signal
 
 

@@ -44,7 +44,7 @@ from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
 from inner_plane.journal.database import typed_row
-from inner_plane.journal.signals import insert_packed, rows_json
+from inner_plane.journal.signals import NewSignal, insert_packed, rows_json
 from inner_plane.journal.timers import STATIC, TIMERS, StaticTimerState, due_now
 
 _TS = DateTime(timezone=True)
@@ -205,7 +205,7 @@ class TickJournal:
             return [typed_row(StaticTimerState, row) for row in connection.execute(query)]
 
     def advance(
-        self, updates: Sequence[CursorUpdate], rows: Sequence[dict[str, Any]], static: bool
+        self, updates: Sequence[CursorUpdate], rows: Sequence[NewSignal], static: bool
     ) -> Advanced:
         """Write a batch's cursor updates and journal the signal ``rows`` of the moments whose
         cursor moved, in one statement."""

@@ -35,7 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inner_plane.journal.database import typed_row
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 
 TIMER_STATES = ("active", "done", "cancelled")
 
