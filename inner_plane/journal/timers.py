@@ -75,9 +75,9 @@ class TimerRow(Base):
     caused_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
 
     __table_args__ = (
-        CheckConstraint(f"state IN {TIMER_STATES}", name="ck_timers_state"),
-        CheckConstraint("missed IN ('latest', 'skip')", name="ck_timers_missed"),
-        CheckConstraint("num_nonnulls(cron, every_s, at) = 1", name="ck_timers_one_schedule"),
+        CheckConstraint(f"state IN {TIMER_STATES}", name="state"),
+        CheckConstraint("missed IN ('latest', 'skip')", name="missed"),
+        CheckConstraint("num_nonnulls(cron, every_s, at) = 1", name="one_schedule"),
         # One active timer per name and delegate; a cancelled or finished name can be reused.
         Index(
             "uq_timers_active_name",
