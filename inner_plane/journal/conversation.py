@@ -90,7 +90,7 @@ class ConversationEventRow(Base):
     )
 
     __table_args__ = (
-        CheckConstraint("jsonb_typeof(payload) = 'object'", name="ck_conversation_events_payload"),
+        CheckConstraint("jsonb_typeof(payload) = 'object'", name="payload"),
         Index("ix_conversation_events_delegate_seq", "delegate_id", "seq"),
         Index("ix_conversation_events_conversation_seq", "conversation_id", "seq"),
         Index("ix_conversation_events_activation", "activation_id"),

@@ -49,12 +49,12 @@ class MemoryRow(Base):
     )
 
     __table_args__ = (
-        CheckConstraint("kind IN ('standing', 'learned')", name="ck_memories_kind"),
+        CheckConstraint("kind IN ('standing', 'learned')", name="kind"),
         CheckConstraint(
             "relation IN ('new', 'consolidated', 'conflict', 'override')",
-            name="ck_memories_relation",
+            name="relation",
         ),
-        CheckConstraint("length(content) BETWEEN 1 AND 16384", name="ck_memories_content"),
+        CheckConstraint("length(content) BETWEEN 1 AND 16384", name="content"),
         Index("ix_memories_delegate_created", "delegate_id", "created_at"),
         Index(
             "ix_memories_tsv",

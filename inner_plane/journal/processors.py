@@ -50,17 +50,17 @@ class ProcessorRow(Base):
 
     __table_args__ = (
         UniqueConstraint("name"),
-        CheckConstraint("credential IN ('bearer', 'hmac')", name="ck_processors_credential"),
+        CheckConstraint("credential IN ('bearer', 'hmac')", name="credential"),
         CheckConstraint(
             "(credential = 'bearer' AND secret_hash IS NOT NULL AND signing_key IS NULL) OR "
             "(credential = 'hmac' AND signing_key IS NOT NULL AND secret_hash IS NULL)",
-            name="ck_processors_secret",
+            name="secret",
         ),
         CheckConstraint(
             "max_mode IN ('ambient', 'next-turn', 'wake', 'interrupt')",
-            name="ck_processors_max_mode",
+            name="max_mode",
         ),
-        CheckConstraint("rate_limit > 0", name="ck_processors_rate_limit"),
+        CheckConstraint("rate_limit > 0", name="rate_limit"),
     )
 
 

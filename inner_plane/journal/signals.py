@@ -18,6 +18,7 @@ from sqlalchemy import (
     Dialect,
     Engine,
     Row,
+    Select,
     Text,
     bindparam,
     column,
@@ -28,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
+from sqlalchemy.sql.dml import ReturningInsert
 
 from inner_plane.journal.database import typed_row
 from inner_plane.journal.tables import SIGNALS
@@ -97,22 +99,26 @@ _RECORDS = (
     .table_valued(*[column(key, _T.c[key].type) for key in ROW_KEYS])
     .render_derived(name="r", with_types=True)
 )
-_INSERT_MANY = (
-    insert(_T)
-    .from_select(
-        list(ROW_KEYS),
-        select(
-            *[
-                func.coalesce(_RECORDS.c[key], func.now())
-                if key in ("occurred_at", "available_at")
-                else _RECORDS.c[key]
-                for key in ROW_KEYS
-            ]
-        ),
+
+
+def insert_packed(only: Select[Any] | None = None) -> ReturningInsert[Any]:
+    """The bulk insert of rows packed by :func:`rows_json` (parameter ``rows``), returning the
+    ids inserted. With ``only`` (a select of ids), just the rows it selects: a caller's statement
+    decides there which rows go in (the timer tick: those whose cursor the same statement moves)."""
+    rows = select(
+        *[
+            func.coalesce(_RECORDS.c[key], func.now())
+            if key in ("occurred_at", "available_at")
+            else _RECORDS.c[key]
+            for key in ROW_KEYS
+        ]
     )
-    .on_conflict_do_nothing()
-    .returning(_T.c.id)
-)
+    if only is not None:
+        rows = rows.where(_RECORDS.c.id.in_(only))
+    return insert(_T).from_select(list(ROW_KEYS), rows).on_conflict_do_nothing().returning(_T.c.id)
+
+
+_INSERT_MANY = insert_packed()
 
 
 class _NoJsonForm(Exception):
@@ -131,7 +137,9 @@ def _json_default(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _rows_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
+def rows_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Rows as the one JSON parameter of the bulk insert; None if a value has no exact JSON form
+    (a timestamp within a day of year 1 or 9999: the row-by-row statement takes those)."""
     # NULLs are left out: jsonb_to_recordset gives NULL for a missing key as for a JSON null,
     # and the shorter text is faster to write and to parse.
     try:
@@ -240,7 +248,7 @@ def insert_rows(connection: Connection, rows: Sequence[NewSignal]) -> set[uuid.U
     return the ids actually inserted (the rest were duplicates of rows already in the journal)."""
     if not rows:
         return set()
-    packed = None if len(rows) == 1 else _rows_json(rows)
+    packed = None if len(rows) == 1 else rows_json(rows)
     if packed is not None:
         result = connection.execute(_INSERT_MANY, {"rows": packed})
     elif len(rows) == 1:

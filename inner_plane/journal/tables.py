@@ -27,9 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.types import UserDefinedType
 
-# Migrations name their constraints in full ("ck_signals_mode") and Alembic applies this
-# convention on top, so the database holds "ck_signals_ck_signals_mode"; the mirrors give the
-# same full names so both sides come out identical.
+# A CHECK constraint is declared by its short name: name="mode" on signals is ck_signals_mode.
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -86,10 +84,10 @@ SIGNALS = Table(
     Column("disposition_reason", Text),
     Column("settled_at", DateTime(timezone=True)),
     UniqueConstraint("delegate_id", "source", "dedup_key"),
-    CheckConstraint(f"mode IN {MODES}", name="ck_signals_mode"),
-    CheckConstraint(f"state IN {STATES}", name="ck_signals_state"),
-    CheckConstraint("priority BETWEEN 0 AND 100", name="ck_signals_priority"),
-    CheckConstraint("jsonb_typeof(data) = 'object'", name="ck_signals_data_object"),
+    CheckConstraint(f"mode IN {MODES}", name="mode"),
+    CheckConstraint(f"state IN {STATES}", name="state"),
+    CheckConstraint("priority BETWEEN 0 AND 100", name="priority"),
+    CheckConstraint("jsonb_typeof(data) = 'object'", name="data_object"),
     # Serves "pending signals of a delegate by priority then age"; partial, so it stays small
     # however long the delivered history grows.
     Index(
@@ -185,7 +183,7 @@ ACTIVATIONS = Table(
     Column("reply", Text),
     # How deep in a chain of activations causing each other (through signals) this one is.
     Column("chain_depth", Integer, nullable=False, server_default=text("0")),
-    CheckConstraint(f"state IN {ACTIVATION_STATES}", name="ck_activations_state"),
+    CheckConstraint(f"state IN {ACTIVATION_STATES}", name="state"),
     Index("ix_activations_delegate_seq", "delegate_id", "seq"),
     # The running activation of a delegate (the lease keeps it to one).
     Index("ix_activations_running", "delegate_id", postgresql_where=text("state = 'running'")),
@@ -219,7 +217,7 @@ USER_TURNS = Table(
     Column("activation_id", UUID(as_uuid=True)),
     Column("reply", Text),
     Column("finished_at", DateTime(timezone=True)),
-    CheckConstraint(f"state IN {USER_TURN_STATES}", name="ck_user_turns_state"),
+    CheckConstraint(f"state IN {USER_TURN_STATES}", name="state"),
     Index(
         "ix_user_turns_queued",
         "delegate_id",
@@ -253,7 +251,7 @@ NOTIFICATIONS = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("sent_at", DateTime(timezone=True)),
     UniqueConstraint("delegate_id", "effect_key", "channel"),
-    CheckConstraint("state IN ('sending', 'sent', 'failed')", name="ck_notifications_state"),
+    CheckConstraint("state IN ('sending', 'sent', 'failed')", name="state"),
 )
 
 

@@ -17,6 +17,7 @@ from inner_plane import operators as operator_actions
 from inner_plane.journal import ambient, context, conversation, live, memories, reads, signals
 from inner_plane.journal import operators as operator_journal
 from inner_plane.journal.database import libpq_url
+from inner_plane.journal.notifications import SentNotification, sent_to
 from inner_plane.journal.processors import ProcessorJournal, ProcessorJson
 from inner_plane.memory import recall, remember
 from inner_plane.memory.store import MemoryJson
@@ -276,6 +277,20 @@ def test_signal_records_name_columns_of_signals(runtime: Runtime) -> None:
     # A publication writes every column that has no default, and only columns of the table.
     assert required - {"seq"} <= set(_keys(signals.NewSignal)) <= columns
     assert set(_keys(signals.SignalIdentity)) <= columns
+
+
+def test_sent_notifications_are_typed_records(runtime: Runtime) -> None:
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO notifications (id, delegate_id, effect_key, channel, subject, body) "
+                "VALUES (:id, 'default', 'k', 'email', 'Hello', 'Body')"
+            ),
+            {"id": uuid.uuid4()},
+        )
+    [sent] = sent_to(runtime.engine, "default")
+    assert_record(SentNotification, sent)
+    assert (sent["state"], sent["attempts"], sent["sent_at"]) == ("sending", 0, None)
 
 
 def test_the_record_check_refuses_a_wrong_shape() -> None:
