@@ -5,12 +5,15 @@ the same run, in rotating order.
     python -m bench.cli [--quick]
 
 Figures: ``cli_start_ms`` (p50 per command), ``cli_vs_python_start`` (`--help` over the bare
-interpreter, target <= 6), and the same ratio for `signals show`.
+interpreter, target <= 6), and the same ratio for `signals show` and `status`. The CPU time of
+each run (user + system, ``cli_cpu_ms``) is reported too: on a shared machine it moves far less
+with the load than the wall time does.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -21,13 +24,20 @@ from bench.harness import median, p99, ratio, verdict
 ROUNDS = 5 if harness.QUICK else 15
 
 
-def wall_ms(command: list[str], env: dict[str, str]) -> float:
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_ms(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU milliseconds of one run of ``command``."""
+    cpu_before = children_cpu_s()
     started = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=harness.ROOT, capture_output=True, timeout=120)
     elapsed = (time.perf_counter() - started) * 1000
     if done.returncode not in (0, 1, 2):
         raise RuntimeError(f"{command}: exit {done.returncode}: {done.stderr.decode()[-500:]}")
-    return elapsed
+    return elapsed, (children_cpu_s() - cpu_before) * 1000
 
 
 def main() -> None:
@@ -52,25 +62,35 @@ def main() -> None:
         }
         # One warm-up each: the first run pays for cold file caches, not for the CLI.
         for command in commands.values():
-            wall_ms(command, env)
+            run_ms(command, env)
         samples: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
         names = list(commands)
         for round_ in range(ROUNDS):
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-                samples[name].append(wall_ms(commands[name], env))
+                wall, used = run_ms(commands[name], env)
+                samples[name].append(wall)
+                cpu[name].append(used)
 
     p50 = {name: round(median(values), 1) for name, values in samples.items()}
+    cpu50 = {name: round(median(values), 1) for name, values in cpu.items()}
+    cli = ("help", "signals_show", "status")
     figures = {
-        "cli_start_ms": {name: p50[name] for name in ("help", "signals_show", "status")},
+        "cli_start_ms": {name: p50[name] for name in cli},
         "cli_start_p99_ms": {name: round(p99(samples[name]), 1) for name in samples},
         "python_start_ms": p50["python"],
         "cli_vs_python_start": ratio(p50["help"], p50["python"], 2),
         "signals_show_vs_python_start": ratio(p50["signals_show"], p50["python"], 2),
+        "status_vs_python_start": ratio(p50["status"], p50["python"], 2),
+        "cli_cpu_ms": {name: cpu50[name] for name in ("python", *cli)},
         "rounds": ROUNDS,
         "cpu_count": os.cpu_count(),
     }
     for name in names:
-        print(f"{name:>13}: p50 {p50[name]:7.1f} ms  p99 {p99(samples[name]):7.1f} ms")
+        print(
+            f"{name:>13}: p50 {p50[name]:7.1f} ms  p99 {p99(samples[name]):7.1f} ms"
+            f"  cpu p50 {cpu50[name]:7.1f} ms"
+        )
     print(
         f"--help over bare python: {figures['cli_vs_python_start']}x "
         + verdict(figures["cli_vs_python_start"], 6, higher_is_better=False)
