@@ -36,7 +36,7 @@ from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.config import build_settings
 from inner_plane.lane.runner import Lane
 from inner_plane.runtime import Runtime, build_runtime, set_runtime
-from inner_plane.wiring import load_composer
+from inner_plane.wiring import load_composer, settle_heap
 from tests.support.stores import truncate_all
 
 DELEGATE = "overhead"
@@ -134,6 +134,7 @@ def measure(
         ),
     )
     lane = Lane(quick, InstantAgent(), load_composer(quick), holder="bench")
+    settle_heap()  # as a worker does once its lane is built (inner_plane.wiring.run_lane)
     statements = 0
 
     def count(*_: Any) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -92,6 +93,18 @@ def single_statement(engine: Engine) -> Connection:
     """A connection in autocommit, for work that is one statement: it is atomic on its own and
     takes one round trip instead of three (BEGIN, statement, COMMIT)."""
     return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+@contextmanager
+def autocommitted(connection: Connection) -> Iterator[Connection]:
+    """``connection`` (a held one, between its transactions) in autocommit for one statement:
+    one round trip instead of three, as :func:`single_statement`, without a checkout."""
+    connection.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with connection.begin():  # no BEGIN or COMMIT reaches the server in autocommit
+            yield connection
+    finally:
+        connection.execution_options(isolation_level=connection.default_isolation_level)
 
 
 def alembic_config(url: str) -> Config:

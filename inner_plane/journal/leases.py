@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from inner_plane.journal.database import SKIP_FLUSH, single_statement
+from inner_plane.journal.database import SKIP_FLUSH, autocommitted, single_statement
 from inner_plane.journal.predicates import FENCED_EPOCH
 
 
@@ -136,7 +136,7 @@ class Leases:
             with single_statement(self.engine) as own:
                 row = own.execute(_ACQUIRE, params).first()
         else:
-            with connection.begin():
+            with autocommitted(connection):
                 row = connection.execute(_ACQUIRE, params).first()
             if row is None:  # a lock this take got but did not use must not linger
                 self.let_go(connection)
@@ -183,6 +183,6 @@ class Leases:
             with single_statement(self.engine) as own:
                 released = own.execute(_RELEASE, params).one()[-1]
         else:
-            with connection.begin():
+            with autocommitted(connection):
                 released = connection.execute(_RELEASE_AND_LET_GO, params).one()[-1]
         return released is not None
