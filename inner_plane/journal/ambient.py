@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 import sqlalchemy
-from sqlalchemy import Table, select
+from sqlalchemy import select
 
 from inner_plane.journal.database import typed_row
 from inner_plane.journal.memories import rarity_scored
-from inner_plane.journal.tables import AMBIENT_DOCUMENT, SignalRow
+from inner_plane.journal.tables import AMBIENT_DOCUMENT, SIGNALS
 
-_S = cast(Table, SignalRow.__table__)
+_S = SIGNALS
 
 
 class AmbientSignal(TypedDict):

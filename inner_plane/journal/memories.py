@@ -24,7 +24,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inner_plane.journal.database import typed_row
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 
 
 class MemoryRow(Base):
@@ -49,12 +49,12 @@ class MemoryRow(Base):
     )
 
     __table_args__ = (
-        CheckConstraint("kind IN ('standing', 'learned')", name="ck_memories_kind"),
+        CheckConstraint("kind IN ('standing', 'learned')", name="kind"),
         CheckConstraint(
             "relation IN ('new', 'consolidated', 'conflict', 'override')",
-            name="ck_memories_relation",
+            name="relation",
         ),
-        CheckConstraint("length(content) BETWEEN 1 AND 16384", name="ck_memories_content"),
+        CheckConstraint("length(content) BETWEEN 1 AND 16384", name="content"),
         Index("ix_memories_delegate_created", "delegate_id", "created_at"),
         Index(
             "ix_memories_tsv",

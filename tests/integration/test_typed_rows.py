@@ -10,12 +10,21 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from sqlalchemy import inspect, text
 
-from inner_plane.journal import ambient, memories
+from inner_plane import operators as operator_actions
+from inner_plane.journal import ambient, context, conversation, live, memories, reads, signals
+from inner_plane.journal import operators as operator_journal
+from inner_plane.journal.database import libpq_url
+from inner_plane.journal.notifications import SentNotification, sent_to
+from inner_plane.journal.processors import ProcessorJournal, ProcessorJson
 from inner_plane.memory import recall, remember
+from inner_plane.memory.store import MemoryJson
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from inner_plane.timeline import TimelineEntry, live_entry, replay, report_capsule
+from inner_plane.timers.api import set_timer
 
 
 def _keys(kind: type) -> list[str]:
@@ -91,7 +100,10 @@ def test_memory_reads_hand_out_typed_records(runtime: Runtime) -> None:
     assert_record(memories.RecalledMemory, found[0])
     assert found[0]["rank"] > 0
     # The memory store's own reads keep the score.
-    assert [m.rank for m in recall("tea", runtime=runtime)] == [found[0]["rank"]]
+    [recalled] = recall("tea", runtime=runtime)
+    assert recalled.rank == found[0]["rank"]
+    assert_record(MemoryJson, recalled.public())  # its rank shown: every key of the type
+    assert "rank" not in merged.memory.public()
 
 
 def test_ambient_records_are_the_columns_their_queries_select(runtime: Runtime) -> None:
@@ -110,6 +122,175 @@ def test_ambient_records_are_the_columns_their_queries_select(runtime: Runtime) 
     for row in activity:
         assert_record(ambient.ActivityRecord, row)
     assert activity[1]["id"] == relevant.id and activity[1]["data"] == {"note": "the tea order"}
+
+
+def test_conversation_records_are_the_columns_their_queries_select(runtime: Runtime) -> None:
+    seen: list[conversation.TimelineRecord] = []
+    conversation.add_listener(seen.append)
+    try:
+        with runtime.engine.begin() as connection:
+            conversation.append_event(
+                connection, delegate_id="d1", type="user.message", payload={"text": "hi"}
+            )
+        report_capsule(runtime.engine, "d1", "started")
+    finally:
+        conversation.remove_listener(seen.append)
+    with runtime.engine.connect() as connection:
+        columns = [c["name"] for c in inspect(connection).get_columns("conversation_events")]
+        text_columns = connection.execute(
+            text(f"SELECT {conversation.EVENT_TEXT_COLUMNS} FROM conversation_events")  # noqa: S608
+        ).keys()
+    assert sorted(_keys(conversation.EventRecord)) == sorted(columns)
+    assert list(text_columns) == _keys(conversation.EventRecord)
+    stored, live = seen
+    assert_record(conversation.EventRecord, stored)
+    assert_record(conversation.LiveOnlyRecord, live)
+    # The stored record reads back the same through both reads: the row and its text form.
+    assert conversation.read_events(runtime.engine, "d1") == [stored]
+    assert reads.timeline_events(runtime.engine, "d1") == [stored]
+    assert reads.events_by_seq(runtime.engine, [stored["seq"]]) == [stored]
+    [shown] = replay(runtime.engine, "d1")
+    assert_record(TimelineEntry, shown)
+    assert (shown["seq"], shown["role"], shown["live_only"]) == (stored["seq"], "user", False)
+
+
+def test_a_live_only_record_from_the_wire_is_checked_before_it_is_shown() -> None:
+    record = conversation.live_only_record("d1", "context.capsule", {"status": "started"}, None)
+    shown = live_entry(record)
+    assert_record(TimelineEntry, shown)
+    assert shown is not None and shown["live_only"] and shown["summary"] == "started"
+    for bad in (None, [], {"type": "x"}, {"type": 1, "payload": {}}, {"type": "x", "payload": 2}):
+        assert live_entry(bad) is None
+
+
+def test_the_composer_snapshot_holds_typed_records(runtime: Runtime) -> None:
+    """The snapshot's rows come back as JSON: each is exactly the record type's keys, and its
+    ids and times are read back into their types."""
+    remember("Always answer in English", kind="standing", runtime=runtime)
+    remember("The user orders green tea on Fridays", runtime=runtime)
+    publish(kind="task.progress", source="copilot", mode="ambient", data={"note": "tea order"})
+    with runtime.engine.begin() as connection:
+        for kind, words in (("user.message", "tea?"), ("assistant.message", "green tea")):
+            conversation.append_event(
+                connection, delegate_id="default", type=kind, payload={"text": words}
+            )
+    params = {
+        "delegate": "default",
+        "cap": memories.DF_CAP,
+        "recall_cue": "tea",
+        "ambient_cue": "tea",
+        "standing_limit": 5,
+        "recall_limit": 5,
+        "ambient_limit": 5,
+        "history_limit": 5,
+    }
+    with runtime.engine.connect() as connection:
+        raw = connection.execute(context.SNAPSHOT_SQL, params).one()
+        found = context.snapshot(
+            connection,
+            delegate_id="default",
+            recall_cue="tea",
+            ambient_cue="tea",
+            standing_limit=5,
+            recall_limit=5,
+            ambient_limit=5,
+            history_limit=5,
+        )
+    for rows, kind in (
+        (raw.standing, memories.MemoryRecord),
+        (raw.recalled, memories.RecalledMemory),
+        (raw.ambient, ambient.AmbientSignal),
+        (raw.history, context.HistoryMessage),
+    ):
+        assert rows and all(sorted(row) == sorted(_keys(kind)) for row in rows), kind
+    for records, kind in (
+        (found.standing, memories.MemoryRecord),
+        (found.recalled, memories.RecalledMemory),
+        (found.ambient, ambient.AmbientSignal),
+        (found.history, context.HistoryMessage),
+    ):
+        assert records
+        for record in records:
+            assert_record(kind, record)
+    assert [m["type"] for m in found.history] == ["user.message", "assistant.message"]
+
+
+def test_live_events_read_by_column_name_through_either_driver(runtime: Runtime) -> None:
+    """The feed's own psycopg read and the SQLAlchemy read build the same events by name."""
+    with runtime.engine.connect() as connection:
+        start = live.horizon(connection)
+    live.raise_live_now(runtime.engine, "d1", {"type": "x", "payload": {}}, ["a"])
+    with runtime.engine.connect() as connection:
+        through_sqlalchemy = live.read_after(connection, start)
+    url = libpq_url(runtime.settings.database_url or "")
+    with psycopg.connect(url, autocommit=True) as raw:
+        through_driver = live.read_after_driver(raw, start)
+    assert through_driver == through_sqlalchemy
+    [event] = through_driver
+    assert (event.delegate_id, event.topic, event.ids) == ("d1", live.LIVE_ONLY, ["a"])
+    assert event.data == {"type": "x", "payload": {}}
+    assert_record(live.LiveEventJson, event.public())
+
+
+def test_operator_actions_and_duplicate_publications_answer_typed_records(
+    runtime: Runtime,
+) -> None:
+    first = publish(kind="task.progress", source="copilot", dedup_key="k", data={"n": 1})
+    again = publish(kind="task.progress", source="copilot", dedup_key="k", data={"n": 2})
+    assert again.deduplicated and again.id == first.id
+    with runtime.engine.connect() as connection:
+        [(key, identity)] = signals.stored_identities(connection, [first.id]).items()
+    assert key == first.id
+    assert_record(signals.SignalIdentity, identity)
+
+    dismissed = operator_actions.dismiss_signal(runtime, first.id, "ops", "not needed")
+    retried = operator_actions.retry_signal(runtime, first.id, "ops")
+    for change in (dismissed, retried):
+        assert_record(operator_journal.SignalChange, change)
+    assert dismissed == retried and dismissed is not None and dismissed["id"] == str(first.id)
+
+    timer = set_timer("Call the bank", every_s=3600, name="bank", runtime=runtime)
+    cancelled = operator_actions.cancel_timer(runtime, uuid.UUID(str(timer["id"])), "ops")
+    assert_record(operator_journal.CancelledTimer, cancelled)
+    assert cancelled is not None and cancelled["cancelled_by"] == "ops"
+    operator = operator_journal.OperatorJournal(runtime.engine).add("ops", "hash")
+    assert_record(operator_journal.OperatorJson, operator.public())
+    processor = ProcessorJournal(runtime.engine).add(
+        "copilot",
+        "bearer",
+        secret_hash="hash",
+        signing_key=None,
+        kind_prefix="task.",
+        delegates=["default"],
+        max_mode="wake",
+        trusted=False,
+        rate_limit=10,
+    )
+    assert_record(ProcessorJson, processor.public())
+
+
+def test_signal_records_name_columns_of_signals(runtime: Runtime) -> None:
+    with runtime.engine.connect() as connection:
+        found = inspect(connection).get_columns("signals")
+    columns = {c["name"] for c in found}
+    required = {c["name"] for c in found if not c["nullable"] and c["default"] is None}
+    # A publication writes every column that has no default, and only columns of the table.
+    assert required - {"seq"} <= set(_keys(signals.NewSignal)) <= columns
+    assert set(_keys(signals.SignalIdentity)) <= columns
+
+
+def test_sent_notifications_are_typed_records(runtime: Runtime) -> None:
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO notifications (id, delegate_id, effect_key, channel, subject, body) "
+                "VALUES (:id, 'default', 'k', 'email', 'Hello', 'Body')"
+            ),
+            {"id": uuid.uuid4()},
+        )
+    [sent] = sent_to(runtime.engine, "default")
+    assert_record(SentNotification, sent)
+    assert (sent["state"], sent["attempts"], sent["sent_at"]) == ("sending", 0, None)
 
 
 def test_the_record_check_refuses_a_wrong_shape() -> None:
