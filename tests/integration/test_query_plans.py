@@ -22,6 +22,7 @@ from sqlalchemy import Engine, event, text
 from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.composer.compose import ContextComposer
 from inner_plane.journal import conversation, reads, thoughtflow
+from inner_plane.journal.context import snapshot
 from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.lane.runner import Lane
@@ -275,3 +276,47 @@ def test_a_state_page_walks_the_state_index_even_when_its_rows_are_old(history: 
             rows.close()
         assert "Index Scan Backward using ix_signals_state_seq" in plan, plan
         assert "Rows Removed by Filter" not in plan and "Sort" not in plan, plan
+
+
+def test_the_composer_snapshot_keeps_one_generic_plan_on_a_long_conversation(
+    history: Runtime,
+) -> None:
+    """PostgreSQL keeps one generic plan of a prepared statement only when it costs no more than
+    planning each call. With the snapshot's limits as parameters, a conversation of thousands of
+    messages made the generic plan look dearer (a LIMIT of 10% of the messages), and every
+    composition was planned again: a cost that grows with the journal."""
+    with history.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO conversation_events (id, delegate_id, conversation_id, type, payload)
+                SELECT gen_random_uuid(), c.delegate_id, c.id,
+                       (ARRAY['user.message', 'assistant.message'])[1 + g % 2],
+                       jsonb_build_object('text', 'message ' || g)
+                  FROM conversations c, generate_series(1, 20000) g
+                 WHERE c.delegate_id = 'p5'
+                """
+            )
+        )
+        connection.execute(text("ANALYZE conversation_events"))
+    with history.engine.connect() as connection:  # prepared statements are per session
+        for _ in range(15):
+            found = snapshot(
+                connection,
+                delegate_id="p5",
+                recall_cue="budget report",
+                ambient_cue="budget report",
+                standing_limit=5,
+                recall_limit=5,
+                ambient_limit=5,
+                history_limit=8,
+            )
+            assert len(found.history) == 8
+        plans = connection.execute(
+            text(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%AS history%'"
+            )
+        ).all()
+    assert plans, "the snapshot statement was not prepared"
+    assert plans[0].generic_plans > 0, plans
