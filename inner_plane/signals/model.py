@@ -227,6 +227,11 @@ def data_shape_problem(value: Any) -> str | None:
     return None
 
 
+# allow_nan=False: NaN and Infinity are not JSON, and PostgreSQL's jsonb refuses them. Built once:
+# json.dumps with these options builds an encoder per call, half the cost of a small document.
+_DATA_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 class SignalDraft(BaseModel):
     """What a publisher sends. Mode and priority may be left to the kind's policy."""
 
@@ -258,8 +263,7 @@ class SignalDraft(BaseModel):
     @classmethod
     def _data_size(cls, value: dict[str, Any]) -> dict[str, Any]:
         try:
-            # allow_nan=False: NaN and Infinity are not JSON, and PostgreSQL's jsonb refuses them.
-            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            text = _DATA_ENCODER.encode(value)
             size = len(text.encode())
         except (TypeError, ValueError) as error:
             raise ValueError(f"must be JSON-serialisable ({error})") from None
