@@ -182,10 +182,14 @@ def ping_worker(settings: Settings, node: str, timeout: float = 2.0) -> bool:
 
 
 def worker_queues(
-    settings: Settings, nodes: list[str] | None = None, timeout: float = 1.0
+    settings: Settings,
+    nodes: list[str] | None = None,
+    timeout: float = 1.0,
+    expected: int | None = None,
 ) -> dict[str, list[str]]:
-    """The queues each answering worker consumes (every worker, or only ``nodes``)."""
-    limit = len(nodes) if nodes else None
+    """The queues each answering worker consumes (every worker, or only ``nodes``). Replies are
+    awaited for ``timeout`` seconds, or until ``expected`` (or all ``nodes``) have answered."""
+    limit = len(nodes) if nodes else expected
     inspect = sender(settings).control.inspect(destination=nodes, timeout=timeout, limit=limit)
     answers = inspect.active_queues() or {}
     return {node: sorted(q["name"] for q in queues or []) for node, queues in answers.items()}

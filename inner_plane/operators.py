@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import uuid
-from typing import Any
 
 from inner_plane import logs
 from inner_plane.attention.wakes import schedule_wake
@@ -83,14 +82,14 @@ def authenticate(runtime: Runtime, token: str) -> Operator | None:
 # --- actions ----------------------------------------------------------------------------------
 
 
-def _wake(runtime: Runtime, retried: list[dict[str, Any]]) -> None:
+def _wake(runtime: Runtime, retried: list[journal.SignalChange]) -> None:
     for delegate in sorted(
         {r["delegate_id"] for r in retried if r["mode"] in ("wake", "interrupt")}
     ):
         schedule_wake(runtime, delegate, urgent=True)
 
 
-def _log_retried(retried: list[dict[str, Any]], actor: str) -> None:
+def _log_retried(retried: list[journal.SignalChange], actor: str) -> None:
     for r in retried:
         logs.emit(
             "retried",
@@ -104,7 +103,7 @@ def _log_retried(retried: list[dict[str, Any]], actor: str) -> None:
         )
 
 
-def retry_signal(runtime: Runtime, signal_id: uuid.UUID, actor: str) -> dict[str, Any] | None:
+def retry_signal(runtime: Runtime, signal_id: uuid.UUID, actor: str) -> journal.SignalChange | None:
     retried = journal.retry_signals(runtime.engine, [signal_id], actor)
     _log_retried(retried, actor)
     _wake(runtime, retried)
@@ -113,7 +112,7 @@ def retry_signal(runtime: Runtime, signal_id: uuid.UUID, actor: str) -> dict[str
 
 def dismiss_signal(
     runtime: Runtime, signal_id: uuid.UUID, actor: str, reason: str
-) -> dict[str, Any] | None:
+) -> journal.SignalChange | None:
     if not reason.strip() or len(reason) > 500:
         raise OperatorError("reason: must be 1 to 500 characters")
     dismissed = journal.dismiss_signal(runtime.engine, signal_id, actor, reason)
@@ -133,7 +132,7 @@ def dismiss_signal(
 
 def retry_dead_of_activation(
     runtime: Runtime, activation_id: uuid.UUID, actor: str
-) -> list[dict[str, Any]] | None:
+) -> list[journal.SignalChange] | None:
     """Retry every dead signal the activation had claimed; None if there is no activation."""
     dead = journal.dead_signals_of(runtime.engine, activation_id)
     if dead is None:
@@ -146,7 +145,9 @@ def retry_dead_of_activation(
     return retried
 
 
-def cancel_timer(runtime: Runtime, timer_id: uuid.UUID, actor: str) -> dict[str, Any] | None:
+def cancel_timer(
+    runtime: Runtime, timer_id: uuid.UUID, actor: str
+) -> journal.CancelledTimer | None:
     cancelled = journal.cancel_timer(runtime.engine, timer_id, actor)
     if cancelled is not None:
         logs.emit(

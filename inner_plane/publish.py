@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import redis
-from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
 from inner_plane.attention.wakes import wake_on_publish
-from inner_plane.journal.signals import add_events, insert_rows, stored_identities
+from inner_plane.journal.signals import NewSignal, SignalIdentity
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import (
@@ -57,7 +56,7 @@ class _Prepared:
         self.mode = mode
         self.priority = priority
         self.downgraded = downgraded
-        self.row: dict[str, Any] = {
+        self.row: NewSignal = {
             "id": signal_id,
             "delegate_id": draft.delegate_id,
             "kind": draft.kind,
@@ -75,7 +74,7 @@ class _Prepared:
             "expires_at": expires_at,
         }
 
-    def result(self, deduplicated: bool, stored: dict[str, Any] | None = None) -> PublishResult:
+    def result(self, deduplicated: bool, stored: SignalIdentity | None = None) -> PublishResult:
         """This publication's answer; a duplicate answers with the stored signal (a replay
         with another kind or mode learns what the journal holds, not what it sent)."""
         draft = self.draft
@@ -237,8 +236,8 @@ def _prepare(
 
 
 class Journaled:
-    """Signals inserted in a transaction: :meth:`announce` logs them and schedules their wakes,
-    and is called once that transaction committed (the operator sees only what committed)."""
+    """Signals inserted in a statement or transaction: :meth:`announce` logs them, records their
+    downgrades and schedules their wakes, once it committed (the operator sees only that)."""
 
     def __init__(
         self,
@@ -246,23 +245,18 @@ class Journaled:
         via: str,
         prepared: list[_Prepared],
         inserted: set[uuid.UUID],
-        downgrades_recorded: bool,
-        stored: dict[uuid.UUID, dict[str, Any]] | None = None,
+        stored: dict[uuid.UUID, SignalIdentity] | None = None,
     ) -> None:
         self.runtime = runtime
         self.via = via
         self.prepared = prepared
         self.inserted = inserted
-        self.downgrades_recorded = downgrades_recorded
         # What the journal holds for the duplicates: a replay answers with the stored signal.
         self.stored = stored or {}
 
-    def downgraded(self) -> list[uuid.UUID]:
-        return [p.signal_id for p in self.prepared if p.downgraded and p.signal_id in self.inserted]
-
     def announce(self) -> list[PublishResult]:
-        """Log every signal (published, downgraded or deduplicated), record downgrades if the
-        transaction did not, and hand the new ones to the attention broker (wakes)."""
+        """Log every signal (published, downgraded or deduplicated), record the downgrades, and
+        hand the new ones to the attention broker (wakes)."""
         via, inserted = self.via, self.inserted
         results: list[PublishResult] = []
         fresh: list[PublishResult] = []
@@ -294,7 +288,9 @@ class Journaled:
                 lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
         # One write and one flush for the whole batch; the same lines as one emit() each.
         logs.emit_many(lines)
-        downgraded = [] if self.downgrades_recorded else self.downgraded()
+        downgraded = [
+            p.signal_id for p in self.prepared if p.downgraded and p.signal_id in inserted
+        ]
         if downgraded:
             # Durable too: `signals show` explains why the signal did not interrupt.
             self.runtime.signals.add_events(downgraded, "downgraded", _DOWNGRADED_EVENT)
@@ -309,26 +305,32 @@ class Journaled:
 _DOWNGRADED_EVENT = "interrupt requested by a kind not permitted to interrupt; treated as wake"
 
 
-def journal_drafts(
-    connection: Connection,
-    drafts: Sequence[SignalDraft],
-    runtime: Runtime | None = None,
-    via: str = "api",
-) -> Journaled:
-    """Insert validated drafts in the caller's transaction, as one statement; the caller calls
-    ``announce()`` on the result after its commit. No Redis marker is read or set: inside a
-    transaction the journal's constraints alone decide, and a later publish of the same key
-    finds the row (ON CONFLICT DO NOTHING)."""
-    runtime = runtime or get_runtime()
-    prepared, unique = _prepare(drafts, runtime)
-    inserted = insert_rows(connection, [p.row for p in unique])
-    lost = [p.signal_id for p in unique if p.signal_id not in inserted]
-    stored = stored_identities(connection, lost) if lost else {}
-    journaled = Journaled(runtime, via, prepared, inserted, downgrades_recorded=True, stored=stored)
-    add_events(
-        connection, ((sid, "downgraded", _DOWNGRADED_EVENT, None) for sid in journaled.downgraded())
-    )
-    return journaled
+class DraftRows:
+    """Validated drafts as journal rows (stable ids, the kind's policy applied) for a caller that
+    inserts them in a statement of its own, one that may leave some out: the timer tick journals
+    a moment only where the same statement moves its timer's cursor. No Redis marker is read or
+    set: the journal's constraints alone decide (ON CONFLICT DO NOTHING)."""
+
+    def __init__(
+        self, drafts: Sequence[SignalDraft], runtime: Runtime | None = None, via: str = "api"
+    ) -> None:
+        self.runtime = runtime or get_runtime()
+        self.via = via
+        self.prepared, self.unique = _prepare(drafts, self.runtime)
+
+    def rows(self) -> list[NewSignal]:
+        return [p.row for p in self.unique]
+
+    def journaled(self, kept: Collection[uuid.UUID], inserted: set[uuid.UUID]) -> Journaled:
+        """What the statement did, to announce once it committed: of the rows it ``kept`` (by
+        id), ``inserted`` are new and the others duplicates (answered with the stored signal);
+        a row left out was not published by this call and is not announced."""
+        prepared = [p for p in self.prepared if p.signal_id in kept]
+        lost = [
+            p.signal_id for p in self.unique if p.signal_id in kept and p.signal_id not in inserted
+        ]
+        stored = self.runtime.signals.identities(lost) if lost else {}
+        return Journaled(self.runtime, self.via, prepared, inserted, stored)
 
 
 def publish_drafts(
@@ -348,9 +350,7 @@ def publish_drafts(
         # Duplicates the journal's constraints caught: answer with what it holds.
         lost = [p.signal_id for p in to_insert if p.signal_id not in inserted]
         stored.update(runtime.signals.identities(lost))
-    return Journaled(
-        runtime, via, prepared, inserted, downgrades_recorded=False, stored=stored
-    ).announce()
+    return Journaled(runtime, via, prepared, inserted, stored).announce()
 
 
 def publish(
@@ -394,12 +394,12 @@ def wire_form(draft: SignalDraft) -> dict[str, Any]:
 
 
 __all__ = [
+    "DraftRows",
     "Journaled",
     "Mode",
     "PublishResult",
     "SignalDraft",
     "SignalError",
-    "journal_drafts",
     "publish",
     "publish_drafts",
     "publish_many",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import redis
 from sqlalchemy import Engine
 
 from inner_plane.config import Settings, load_settings
@@ -15,13 +15,24 @@ from inner_plane.journal.database import check_schema, get_engine
 from inner_plane.journal.signals import SignalJournal
 from inner_plane.signals.kinds import KindRegistry, default_registry
 
+if TYPE_CHECKING:
+    import redis
+
 
 @dataclass
 class Runtime:
     settings: Settings
     engine: Engine
-    redis: redis.Redis
     registry: KindRegistry
+    # Made on first use: a command that only reads the journal never loads redis-py.
+    _redis: redis.Redis | None = field(default=None, repr=False)
+
+    @property
+    def redis(self) -> redis.Redis:
+        if self._redis is None:
+            assert self.settings.redis_url is not None
+            self._redis = redis_client(self.settings.redis_url)
+        return self._redis
 
     @property
     def database_url(self) -> str:
@@ -34,6 +45,8 @@ class Runtime:
 
 
 def redis_client(url: str) -> redis.Redis:
+    import redis
+
     return redis.Redis.from_url(
         url,
         socket_timeout=5,
@@ -63,7 +76,6 @@ def build_runtime(
     return Runtime(
         settings=settings,
         engine=engine,
-        redis=redis_client(settings.redis_url),
         registry=registry or default_registry(),
     )
 

@@ -9,8 +9,8 @@ only ``user.message`` events carry the ``user`` role.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypedDict
 
 from sqlalchemy import Engine
 
@@ -112,7 +112,23 @@ def _duration(payload: dict[str, Any]) -> str:
     return f"in {duration:.0f} ms" if isinstance(duration, int | float) else ""
 
 
-def entry(record: dict[str, Any]) -> dict[str, Any]:
+class TimelineEntry(TypedDict):
+    """One entry of the timeline (JSON-ready): what the API, the UI and the CLI show."""
+
+    seq: int | None
+    at: str | None
+    type: str
+    label: str
+    role: str
+    summary: str
+    activation_id: str | None
+    turn_id: str | None
+    conversation_id: str | None
+    live_only: bool
+    detail: dict[str, Any]
+
+
+def entry(record: events.TimelineRecord) -> TimelineEntry:
     """A timeline entry from one event record (stored, or live-only)."""
     event_type = record["type"]
     payload = record["payload"]
@@ -121,33 +137,56 @@ def entry(record: dict[str, Any]) -> dict[str, Any]:
         # The person's words only: the signals claimed with the turn are shown by the
         # "inner context attached" entry, never inside a user-role entry.
         detail = {k: v for k, v in payload.items() if k not in ("signals", "envelope")}
-    return {
-        "seq": record.get("seq"),
-        "at": record.get("created_at"),
-        "type": event_type,
-        "label": LABELS.get(event_type, f"Inner Plane: {event_type}"),
-        "role": _role(event_type),
-        "summary": summary(event_type, payload),
-        "activation_id": record.get("activation_id"),
-        "turn_id": record.get("turn_id"),
-        "conversation_id": record.get("conversation_id"),
-        "live_only": bool(record.get("live_only")),
-        "detail": detail,
-    }
+    return TimelineEntry(
+        seq=record["seq"],
+        at=record["created_at"],
+        type=event_type,
+        label=LABELS.get(event_type, f"Inner Plane: {event_type}"),
+        role=_role(event_type),
+        summary=summary(event_type, payload),
+        activation_id=record["activation_id"],
+        turn_id=record["turn_id"],
+        conversation_id=record["conversation_id"],
+        live_only=bool(record.get("live_only")),
+        detail=detail,
+    )
+
+
+def live_entry(data: object) -> TimelineEntry | None:
+    """The timeline entry of a live-only record read back from the live feed (JSON another
+    process wrote); None for data of any other shape."""
+    if not isinstance(data, dict):
+        return None
+    event_type, payload = data.get("type"), data.get("payload")
+    if not isinstance(event_type, str) or not isinstance(payload, dict):
+        return None
+    delegate_id, activation_id = data.get("delegate_id"), data.get("activation_id")
+    record = events.LiveOnlyRecord(
+        seq=None,
+        type=event_type,
+        payload=payload,
+        delegate_id=delegate_id if isinstance(delegate_id, str) else "",
+        activation_id=activation_id if isinstance(activation_id, str) else None,
+        turn_id=None,
+        conversation_id=None,
+        created_at=None,
+        live_only=True,
+    )
+    return entry(record)
 
 
 def replay(
     engine: Engine, delegate_id: str, conversation_id: uuid.UUID | None = None
-) -> list[dict[str, Any]]:
+) -> list[TimelineEntry]:
     """Rebuild the timeline from the stored conversation events alone."""
     return [entry(r) for r in events.read_events(engine, delegate_id, conversation_id)]
 
 
-def follow_live(callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+def follow_live(callback: Callable[[TimelineEntry], None]) -> Callable[[], None]:
     """Call ``callback`` with each timeline entry as its event commits (or, for live-only
     notifications, as it happens). Returns a function that stops following."""
 
-    def listener(record: dict[str, Any]) -> None:
+    def listener(record: events.TimelineRecord) -> None:
         callback(entry(record))
 
     events.add_listener(listener)
@@ -185,23 +224,13 @@ def report_capsule(
                 activation_id=activation_id,
             )
         return
-    record = {
-        "seq": None,
-        "type": events.CONTEXT_CAPSULE,
-        "payload": payload,
-        "delegate_id": delegate_id,
-        "activation_id": None if activation_id is None else str(activation_id),
-        "turn_id": None,
-        "conversation_id": None,
-        "created_at": None,
-        "live_only": True,
-    }
+    record = events.live_only_record(delegate_id, events.CONTEXT_CAPSULE, payload, activation_id)
     events.notify_live(record)
     # Through the live feed, to every process that follows it (the API's SSE, the CLI).
     live.raise_live_now(engine, delegate_id, record)
 
 
-def render_line(item: dict[str, Any]) -> str:
+def render_line(item: Mapping[str, Any]) -> str:
     at = str(item.get("at") or "live")[:19].replace("T", " ")
     text = " ".join(str(item["summary"]).split())
     if len(text) > 160:

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from inner_plane.agent.model_calls import StreamFailed, call_timeout, stream_events
-from inner_plane.agent.openai_responses import openai_client
+from inner_plane.agent.model_calls import StreamFailed, stream_events
+from inner_plane.agent.openai_setup import (
+    context_items,
+    openai_agent_arguments,
+    streamed_call_fields,
+)
 from inner_plane.agent.tool_loop import RunState, StepReply, ToolCall, ToolLoopAgent
 from inner_plane.runtime import Runtime
-from inner_plane.tools import ToolRegistry, build_registry
+from inner_plane.tools import ToolRegistry
 
 INNER_ROLES = ("system", "developer")
 
@@ -52,19 +56,7 @@ class ChatCompletionsAgent(ToolLoopAgent):
     def from_runtime(
         cls, runtime: Runtime, tools: ToolRegistry | None = None
     ) -> ChatCompletionsAgent:
-        settings = runtime.settings
-        client = openai_client(runtime)
-        assert settings.openai_model is not None
-        return cls(
-            runtime,
-            client,
-            settings.openai_model,
-            build_registry(runtime) if tools is None else tools,
-            max_steps=settings.openai_max_steps,
-            reasoning_effort=settings.openai_reasoning_effort,
-            budget_s=settings.model_budget_s,
-            call_timeout_s=settings.openai_timeout_s,
-        )
+        return cls(**openai_agent_arguments(runtime, tools))
 
     def _function_tools(self) -> list[dict[str, Any]]:
         return [
@@ -83,18 +75,13 @@ class ChatCompletionsAgent(ToolLoopAgent):
         return {"role": "tool", "tool_call_id": call.call_id, "content": output}
 
     def model_step(self, state: RunState, step: int) -> StepReply:
-        items = [item for segment in state.segments for item in segment.items]
         extra: dict[str, Any] = {}
         if self.reasoning_effort is not None:
             extra["reasoning_effort"] = self.reasoning_effort
         request = {
-            "model": self.model,
-            "messages": chat_messages(items),
-            "tools": self._function_tools(),
-            "stream": True,
+            **streamed_call_fields(self, state, step, self._function_tools()),
+            "messages": chat_messages(context_items(state)),
             "stream_options": {"include_usage": True},
-            "extra_headers": {"Idempotency-Key": f"{state.guard.effect_key(step)}:model"},
-            "timeout": call_timeout(state.policy, self.call_timeout_s),
             **extra,
         }
         content: list[str] = []

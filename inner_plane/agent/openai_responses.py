@@ -14,39 +14,21 @@ items, and each step sends only its new items with ``previous_response_id``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import openai
 
-from inner_plane.agent.model_calls import StreamFailed, call_timeout, stream_events
+from inner_plane.agent.model_calls import StreamFailed, stream_events
+from inner_plane.agent.openai_setup import (
+    context_items,
+    openai_agent_arguments,
+    streamed_call_fields,
+)
 from inner_plane.agent.tool_loop import RunState, StepReply, ToolCall, ToolLoopAgent
-from inner_plane.config import ConfigError
 from inner_plane.runtime import Runtime
-from inner_plane.tools import ToolRegistry, build_registry
+from inner_plane.tools import ToolRegistry
 
 RETRYABLE_STREAM_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded"}
-
-
-def openai_client(runtime: Runtime) -> openai.OpenAI:
-    """The client both adapters use, without the SDK's own retries: the agent retries, inside
-    its time budget and pre-emptibly."""
-    settings = runtime.settings
-    if not settings.openai_model:
-        raise ConfigError("INNER_PLANE_OPENAI_MODEL: required by the openai agent")
-    api_key = settings.openai_api_key or os.environ.get("OPENAI_API_KEY")
-    if not api_key:
-        if settings.openai_base_url is None:
-            raise ConfigError(
-                "INNER_PLANE_OPENAI_API_KEY (or OPENAI_API_KEY): required by the openai agent"
-            )
-        api_key = "unused"  # local OpenAI-compatible servers often need no key
-    return openai.OpenAI(
-        api_key=api_key,
-        base_url=settings.openai_base_url,
-        timeout=settings.openai_timeout_s,
-        max_retries=0,
-    )
 
 
 class OpenAIResponsesAgent(ToolLoopAgent):
@@ -73,20 +55,12 @@ class OpenAIResponsesAgent(ToolLoopAgent):
     def from_runtime(
         cls, runtime: Runtime, tools: ToolRegistry | None = None
     ) -> OpenAIResponsesAgent:
+        arguments = openai_agent_arguments(runtime, tools)
         settings = runtime.settings
-        client = openai_client(runtime)
-        assert settings.openai_model is not None
         return cls(
-            runtime,
-            client,
-            settings.openai_model,
-            build_registry(runtime) if tools is None else tools,
-            max_steps=settings.openai_max_steps,
+            **arguments,
             compact_threshold=settings.openai_compact_threshold,
             store=settings.openai_store,
-            reasoning_effort=settings.openai_reasoning_effort,
-            budget_s=settings.model_budget_s,
-            call_timeout_s=settings.openai_timeout_s,
         )
 
     def _function_tools(self) -> list[dict[str, Any]]:
@@ -108,7 +82,7 @@ class OpenAIResponsesAgent(ToolLoopAgent):
         state.chain.clear()  # resend the trimmed conversation in full
 
     def model_step(self, state: RunState, step: int) -> StepReply:
-        items = [item for segment in state.segments for item in segment.items]
+        items = context_items(state)
         extra: dict[str, Any] = {}
         if self.compact_threshold is not None:
             extra["context_management"] = [
@@ -125,20 +99,16 @@ class OpenAIResponsesAgent(ToolLoopAgent):
             extra["previous_response_id"] = state.chain["previous_response_id"]
             items = [item for item in items if id(item) not in sent]
         request = {
-            "model": self.model,
+            **streamed_call_fields(self, state, step, self._function_tools()),
             "input": items,
-            "tools": self._function_tools(),
             "store": self.store,
-            "stream": True,
-            "extra_headers": {"Idempotency-Key": f"{state.guard.effect_key(step)}:model"},
-            "timeout": call_timeout(state.policy, self.call_timeout_s),
             **extra,
         }
         response = self._stream(request, state)
         output: list[dict[str, Any]] = response.get("output") or []
         if self.store:
             state.chain["previous_response_id"] = response.get("id")
-            every = [item for segment in state.segments for item in segment.items]
+            every = context_items(state)
             state.chain["sent"] = {id(item) for item in every} | {id(item) for item in output}
         reported = response.get("usage") or {}
         return StepReply(

@@ -176,17 +176,17 @@ def root(
 
 
 def main() -> None:
-    from inner_plane.config import ConfigError
-
     try:
         app(prog_name="inner-plane")
-    except ConfigError as error:
-        sys.stderr.write(f"inner-plane: error: {error}\n")
-        sys.exit(2)
     except Exception as error:
-        # Errors that name their cause (schema not migrated, embedded server failed or busy,
-        # the plane's Redis down) end as one line; anything else keeps its traceback.
+        # Errors that name their cause (a bad setting; schema not migrated, embedded server
+        # failed or busy, the plane's Redis down) end as one line; anything else keeps its
+        # traceback. Matched by name: importing their modules (pydantic, SQLAlchemy) would
+        # cost `--help` most of its start.
         names = {cls.__name__ for cls in type(error).__mro__}
+        if "ConfigError" in names:
+            sys.stderr.write(f"inner-plane: error: {error}\n")
+            sys.exit(2)
         if names & {"SchemaError", "EmbeddedServiceError"}:
             sys.stderr.write(f"inner-plane: error: {error}\n")
             sys.exit(1)

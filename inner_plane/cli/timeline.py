@@ -8,14 +8,14 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
 import httpx
 import typer
 
 from inner_plane.cli.common import FAILURE, fail, print_json, runtime, settings
-from inner_plane.timeline import entry, render_line, replay
+from inner_plane.timeline import live_entry, render_line, replay
 
 TOKEN_ENV = "INNER_PLANE_OPERATOR_TOKEN"
 
@@ -60,7 +60,7 @@ def timeline(
         typer.echo(render_line(item))
 
 
-def _show(item: dict[str, Any], as_json: bool) -> None:
+def _show(item: Mapping[str, Any], as_json: bool) -> None:
     typer.echo(json.dumps(item, default=str) if as_json else render_line(item))
 
 
@@ -125,9 +125,9 @@ def _follow(base: str, delegate: str, token: str | None, as_json: bool) -> None:
                 for ident, name, data in _sse(response):
                     last_event = ident or last_event
                     if name == "live":
-                        record = json.loads(data).get("data") or {}
-                        if "type" in record and "payload" in record:
-                            _show(entry({**record, "live_only": True}), as_json)
+                        shown_live = live_entry(json.loads(data).get("data"))
+                        if shown_live is not None:
+                            _show(shown_live, as_json)
                     elif name in ("timeline", "reset"):
                         for item in entries_after(last):
                             _show(item, as_json)

@@ -33,8 +33,11 @@ from inner_plane.composer.budget import (
 from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
 from inner_plane.journal import conversation, live
+from inner_plane.journal.ambient import AmbientSignal
+from inner_plane.journal.context import HistoryMessage
 from inner_plane.journal.context import snapshot as context_snapshot
 from inner_plane.journal.database import single_statement
+from inner_plane.journal.memories import MemoryRecord, RecalledMemory
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
 from inner_plane.timeline import message_text
@@ -92,7 +95,7 @@ def signal_label(index: int, signal: Signal) -> str:
     )
 
 
-def _ambient_label(row: dict[str, Any]) -> str:
+def _ambient_label(row: AmbientSignal) -> str:
     return (
         f"id={row['id']} kind={fence.label(row['kind'])} source={fence.label(row['source'])} "
         "mode=ambient "
@@ -101,7 +104,7 @@ def _ambient_label(row: dict[str, Any]) -> str:
     )
 
 
-def _memory_line(row: dict[str, Any]) -> str:
+def _memory_line(row: MemoryRecord) -> str:
     return (
         f"- [memory {row['id']} relation={row['relation']} "
         f"learned={row['created_at'].isoformat()}] {fence.encode_text(row['content'])}"
@@ -136,10 +139,10 @@ def _signal_block(token: str, signal: Signal, max_tokens: int) -> _Block:
 class _Found:
     """What the journal returned for this activation, already filtered."""
 
-    standing: list[dict[str, Any]]
-    recalled: list[dict[str, Any]]
-    ambient: list[dict[str, Any]]
-    history: list[dict[str, Any]]
+    standing: list[MemoryRecord]
+    recalled: list[RecalledMemory]
+    ambient: list[AmbientSignal]
+    history: list[HistoryMessage]
 
 
 @dataclass(frozen=True)
@@ -314,17 +317,17 @@ class ContextComposer:
             pieces.append(Piece("standing_memory", str(row["id"]), _memory_line(row), 90, at, row))
         for rank, row in enumerate(found.recalled):
             pieces.append(Piece("recall", str(row["id"]), _memory_line(row), 60, -rank, row))
-        for row in found.ambient:
-            encoded, _ = fence.encode_data(row["data"])
-            text = fence.fenced(token, _ambient_label(row), encoded)
-            at = row["created_at"].timestamp()
-            pieces.append(Piece("ambient", str(row["id"]), text, row["priority"], at, row))
-        for position, row in enumerate(found.history):
-            text = message_text(row["type"], row["payload"])
+        for near in found.ambient:
+            encoded, _ = fence.encode_data(near["data"])
+            text = fence.fenced(token, _ambient_label(near), encoded)
+            at = near["created_at"].timestamp()
+            pieces.append(Piece("ambient", str(near["id"]), text, near["priority"], at, near))
+        for position, message in enumerate(found.history):
+            text = message_text(message["type"], message["payload"])
             if not text:
                 continue  # an assistant entry without a reply (dry run) says nothing
-            at = row["created_at"].timestamp()
-            pieces.append(Piece("conversation", f"message-{position}", text, 50, at, row))
+            at = message["created_at"].timestamp()
+            pieces.append(Piece("conversation", f"message-{position}", text, 50, at, message))
         return pieces, shortened
 
     def _assemble(
@@ -371,17 +374,12 @@ class ContextComposer:
 def _announce_retrieval(engine: Engine, activation: Activation, words: list[str]) -> None:
     """Live-only "memory retrieval pending" for the timeline (the outcome is stored later): to
     this process's listeners, and through the live feed to every process that follows it."""
-    record = {
-        "seq": None,
-        "type": conversation.MEMORY_RETRIEVAL,
-        "payload": {"status": "pending", "cue": " ".join(words)},
-        "delegate_id": activation.delegate_id,
-        "activation_id": str(activation.id),
-        "turn_id": None,
-        "conversation_id": None,
-        "created_at": None,
-        "live_only": True,
-    }
+    record = conversation.live_only_record(
+        activation.delegate_id,
+        conversation.MEMORY_RETRIEVAL,
+        {"status": "pending", "cue": " ".join(words)},
+        activation.id,
+    )
     conversation.notify_live(record)
     try:
         live.raise_live_now(engine, activation.delegate_id, record, [str(activation.id)])
@@ -389,7 +387,7 @@ def _announce_retrieval(engine: Engine, activation: Activation, words: list[str]
         logs.emit("live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200])
 
 
-def _recalled_record(row: dict[str, Any]) -> dict[str, Any]:
+def _recalled_record(row: RecalledMemory) -> dict[str, Any]:
     return {
         "id": str(row["id"]),
         "content": row["content"],

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from inner_plane.journal import conversation as events
+from inner_plane.timeline import TimelineEntry
 
 # Entries that are internal context operations, not wake signals: the seed's "Inner Plane" label.
 INNER_PLANE = {
@@ -32,7 +33,7 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def entry_view(item: dict[str, Any]) -> dict[str, Any]:
+def entry_view(item: TimelineEntry) -> dict[str, Any]:
     """A timeline entry as the template draws it: its kind of bubble, its badge and title, the
     one-line summary, and the expandable parts (claimed batch, envelope, recalled memories,
     tool call or result, the raw detail)."""

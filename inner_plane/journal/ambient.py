@@ -3,16 +3,55 @@ ambient signals relevant to a cue, and a delegate's recent background activity."
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict
 
 import sqlalchemy
-from sqlalchemy import Table, select
+from sqlalchemy import select
 
+from inner_plane.journal.database import typed_row
 from inner_plane.journal.memories import rarity_scored
-from inner_plane.journal.tables import AMBIENT_DOCUMENT, SignalRow
+from inner_plane.journal.tables import AMBIENT_DOCUMENT, SIGNALS
 
-_S = cast(Table, SignalRow.__table__)
+_S = SIGNALS
+
+
+class AmbientSignal(TypedDict):
+    """A retained ambient signal relevant to a cue (a row of RELEVANT_QUERY), with its score
+    (the summed rarity of the cue words it holds)."""
+
+    id: uuid.UUID
+    kind: str
+    source: str
+    mode: str
+    priority: int
+    data: dict[str, Any]
+    trust: str
+    created_at: datetime
+    occurred_at: datetime
+    rank: float
+
+
+class ActivityRecord(TypedDict):
+    """One of a delegate's journaled signals as :func:`recent_activity` reads it."""
+
+    id: uuid.UUID
+    kind: str
+    source: str
+    mode: str
+    priority: int
+    state: str
+    trust: str
+    data: dict[str, Any]
+    attempts: int
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+# The columns an ActivityRecord holds, in its order.
+_ACTIVITY = tuple(_S.c[key] for key in ActivityRecord.__annotations__)
 
 # Same scoring as memory recall (summed rarity of the cue words found, then newest), one
 # capped index probe per cue word.
@@ -40,23 +79,10 @@ def recent_activity(
     kind_prefix: str | None,
     since: datetime | None,
     limit: int,
-) -> list[dict[str, Any]]:
+) -> list[ActivityRecord]:
     """The delegate's journaled signals, newest first (what its background components did)."""
     query = (
-        select(
-            _S.c.id,
-            _S.c.kind,
-            _S.c.source,
-            _S.c.mode,
-            _S.c.priority,
-            _S.c.state,
-            _S.c.trust,
-            _S.c.data,
-            _S.c.attempts,
-            _S.c.last_error,
-            _S.c.created_at,
-            _S.c.updated_at,
-        )
+        select(*_ACTIVITY)
         .where(_S.c.delegate_id == delegate_id)
         .order_by(_S.c.created_at.desc(), _S.c.seq.desc())
         .limit(limit)
@@ -65,4 +91,4 @@ def recent_activity(
         query = query.where(_S.c.kind.startswith(kind_prefix, autoescape=True))
     if since is not None:
         query = query.where(_S.c.created_at >= since)
-    return [dict(row._mapping) for row in connection.execute(query)]
+    return [typed_row(ActivityRecord, row) for row in connection.execute(query)]

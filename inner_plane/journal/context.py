@@ -4,15 +4,17 @@ recalled memories, relevant ambient signals and the conversation's recent messag
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import sqlalchemy
 from sqlalchemy import text
 
-from inner_plane.journal.ambient import RELEVANT_QUERY
-from inner_plane.journal.memories import DF_CAP, RECALL_QUERY
+from inner_plane.journal.ambient import RELEVANT_QUERY, AmbientSignal
+from inner_plane.journal.database import Record
+from inner_plane.journal.memories import DF_CAP, RECALL_QUERY, MemoryRecord, RecalledMemory
 
 # Four independent reads as scalar subqueries of one statement: each round trip costs about as
 # much as a whole small query on a busy machine, and composition runs on every activation.
@@ -43,28 +45,60 @@ SNAPSHOT_SQL = text(
     """  # noqa: S608 - the interpolated queries are constants, every input is a bound parameter
 )
 
-_UUIDS = ("id", "signal_id", "superseded_by", "turn_id")
-_TIMES = ("created_at", "occurred_at")
+
+class HistoryMessage(TypedDict):
+    """A user or assistant message of the delegate's open conversation."""
+
+    seq: int
+    type: str
+    payload: dict[str, Any]
+    turn_id: uuid.UUID | None
+    created_at: datetime
 
 
-def _typed(row: dict[str, Any]) -> dict[str, Any]:
-    for key in _UUIDS:
-        if row.get(key) is not None:
-            row[key] = uuid.UUID(row[key])
-    for key in _TIMES:
-        if row.get(key) is not None:
-            row[key] = datetime.fromisoformat(row[key])
-    if "related_ids" in row:
-        row["related_ids"] = [uuid.UUID(value) for value in row["related_ids"] or ()]
-    return row
+def _uuids(values: list[str]) -> list[uuid.UUID]:
+    return [uuid.UUID(value) for value in values]
+
+
+# The snapshot's rows come back as JSON: ids and times as text, read back by key.
+_READ_BACK: dict[str, Callable[[Any], Any]] = {
+    "id": uuid.UUID,
+    "signal_id": uuid.UUID,
+    "superseded_by": uuid.UUID,
+    "turn_id": uuid.UUID,
+    "created_at": datetime.fromisoformat,
+    "occurred_at": datetime.fromisoformat,
+    "related_ids": _uuids,
+}
+
+
+def _reader(kind: type[Record]) -> Callable[[dict[str, Any]], Record]:
+    """Builds ``kind`` records from rows as json_agg wrote them, by key (KeyError for a key
+    missing), each value but a null read back into its type in the same pass."""
+    plan = tuple((key, _READ_BACK.get(key)) for key in kind.__annotations__)
+
+    def read(row: dict[str, Any]) -> Record:
+        record: dict[str, Any] = {}
+        for key, read_back in plan:
+            value = row[key]
+            record[key] = value if read_back is None or value is None else read_back(value)
+        return cast(Record, record)
+
+    return read
+
+
+_standing = _reader(MemoryRecord)
+_recalled = _reader(RecalledMemory)
+_ambient = _reader(AmbientSignal)
+_history = _reader(HistoryMessage)
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    standing: list[dict[str, Any]]
-    recalled: list[dict[str, Any]]
-    ambient: list[dict[str, Any]]
-    history: list[dict[str, Any]]  # oldest first
+    standing: list[MemoryRecord]
+    recalled: list[RecalledMemory]
+    ambient: list[AmbientSignal]
+    history: list[HistoryMessage]  # oldest first
 
 
 def snapshot(
@@ -92,8 +126,8 @@ def snapshot(
         },
     ).one()
     return Snapshot(
-        standing=[_typed(r) for r in row.standing],
-        recalled=[_typed(r) for r in row.recalled],
-        ambient=[_typed(r) for r in row.ambient],
-        history=[_typed(r) for r in row.history],
+        standing=[_standing(r) for r in row.standing],
+        recalled=[_recalled(r) for r in row.recalled],
+        ambient=[_ambient(r) for r in row.ambient],
+        history=[_history(r) for r in row.history],
     )

@@ -7,10 +7,11 @@ lease holder's events roll back with the rest of its writes.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import sqlalchemy
 from pydantic_core import to_jsonable_python
@@ -21,6 +22,7 @@ from sqlalchemy import (
     Engine,
     Identity,
     Index,
+    Row,
     Table,
     Text,
     event,
@@ -31,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 
 # Event types written by the lane and by this capability.
 USER_MESSAGE = "user.message"
@@ -88,7 +90,7 @@ class ConversationEventRow(Base):
     )
 
     __table_args__ = (
-        CheckConstraint("jsonb_typeof(payload) = 'object'", name="ck_conversation_events_payload"),
+        CheckConstraint("jsonb_typeof(payload) = 'object'", name="payload"),
         Index("ix_conversation_events_delegate_seq", "delegate_id", "seq"),
         Index("ix_conversation_events_conversation_seq", "conversation_id", "seq"),
         Index("ix_conversation_events_activation", "activation_id"),
@@ -113,9 +115,57 @@ class ConversationEventRow(Base):
 _C = cast(Table, ConversationRow.__table__)
 _E = cast(Table, ConversationEventRow.__table__)
 
+
+class EventRecord(TypedDict):
+    """One stored event as plain JSON-ready data (the unit replay and live both produce)."""
+
+    seq: int
+    id: str
+    delegate_id: str
+    conversation_id: str
+    type: str
+    payload: dict[str, Any]
+    activation_id: str | None
+    turn_id: str | None
+    created_at: str
+
+
+class LiveOnlyRecord(TypedDict):
+    """A live-only notification in the shape of an event record: stored nowhere but the live
+    feed's log, so it has no id, seq, conversation or time."""
+
+    seq: None
+    type: str
+    payload: dict[str, Any]
+    delegate_id: str
+    activation_id: str | None
+    turn_id: None
+    conversation_id: None
+    created_at: None
+    live_only: bool
+
+
+def live_only_record(
+    delegate_id: str, type: str, payload: dict[str, Any], activation_id: uuid.UUID | None
+) -> LiveOnlyRecord:
+    return LiveOnlyRecord(
+        seq=None,
+        type=type,
+        payload=payload,
+        delegate_id=delegate_id,
+        activation_id=None if activation_id is None else str(activation_id),
+        turn_id=None,
+        conversation_id=None,
+        created_at=None,
+        live_only=True,
+    )
+
+
+TimelineRecord = EventRecord | LiveOnlyRecord
+
 # Called with each stored event (as returned by :func:`event_record`) once its transaction
 # commits: the live side of the timeline. Replay reads the same records back from the table.
-LiveListener = Callable[[dict[str, Any]], None]
+LiveListener = Callable[[TimelineRecord], None]
 _listeners: list[LiveListener] = []
 _PENDING_KEY = "inner_plane.conversation.pending"
 
@@ -130,7 +180,7 @@ def remove_listener(listener: LiveListener) -> None:
         _listeners.remove(listener)
 
 
-def notify_live(record: dict[str, Any]) -> None:
+def notify_live(record: TimelineRecord) -> None:
     """Hand one record to the live listeners now (also used for live-only notifications)."""
     for listener in list(_listeners):
         listener(record)
@@ -225,27 +275,53 @@ def append_event(
         row = connection.execute(_APPEND, values).one()
     if not _listeners:
         return  # nobody follows live in this process (workers): nothing to hand over
-    pending: list[dict[str, Any]] = connection.info.setdefault(_PENDING_KEY, [])
+    pending: list[EventRecord] = connection.info.setdefault(_PENDING_KEY, [])
     pending.append(event_record(row))
     if not event.contains(connection, "commit", _after_commit):
         event.listen(connection, "commit", _after_commit)
         event.listen(connection, "rollback", _after_rollback)
 
 
-def event_record(row: Any) -> dict[str, Any]:
-    """One stored event as plain JSON-ready data (the unit replay and live both produce)."""
+def event_record(row: Row[Any]) -> EventRecord:
+    """A row of ``conversation_events`` as an :class:`EventRecord` (by column name)."""
     values = row._mapping
-    return {
-        "seq": values["seq"],
-        "id": str(values["id"]),
-        "delegate_id": values["delegate_id"],
-        "conversation_id": str(values["conversation_id"]),
-        "type": values["type"],
-        "payload": values["payload"],
-        "activation_id": None if values["activation_id"] is None else str(values["activation_id"]),
-        "turn_id": None if values["turn_id"] is None else str(values["turn_id"]),
-        "created_at": values["created_at"].isoformat(),
-    }
+    return EventRecord(
+        seq=values["seq"],
+        id=str(values["id"]),
+        delegate_id=values["delegate_id"],
+        conversation_id=str(values["conversation_id"]),
+        type=values["type"],
+        payload=values["payload"],
+        activation_id=None if values["activation_id"] is None else str(values["activation_id"]),
+        turn_id=None if values["turn_id"] is None else str(values["turn_id"]),
+        created_at=values["created_at"].isoformat(),
+    )
+
+
+# The event columns with ids, payload and time as text, for reads whose records go out as JSON
+# (the operator API, the UI): parsing the payload once with json.loads costs less than the
+# driver's JSONB and UUID conversions.
+EVENT_TEXT_COLUMNS = (
+    "seq, id::text AS id, delegate_id, conversation_id::text AS conversation_id, type, "
+    "payload::text AS payload, activation_id::text AS activation_id, "
+    "turn_id::text AS turn_id, created_at"
+)
+
+
+def text_event_record(row: Row[Any]) -> EventRecord:
+    """A row of EVENT_TEXT_COLUMNS as an :class:`EventRecord` (by column name)."""
+    values = row._mapping
+    return EventRecord(
+        seq=values["seq"],
+        id=values["id"],
+        delegate_id=values["delegate_id"],
+        conversation_id=values["conversation_id"],
+        type=values["type"],
+        payload=json.loads(values["payload"]),
+        activation_id=values["activation_id"],
+        turn_id=values["turn_id"],
+        created_at=values["created_at"].isoformat(),
+    )
 
 
 def read_events(
@@ -254,7 +330,7 @@ def read_events(
     conversation_id: uuid.UUID | None = None,
     after_seq: int = 0,
     limit: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[EventRecord]:
     """Stored events of a delegate (one conversation, or all of them) in append order."""
     query = select(_E).where(_E.c.delegate_id == delegate_id, _E.c.seq > after_seq)
     if conversation_id is not None:

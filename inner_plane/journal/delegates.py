@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, Row, text
 
 from inner_plane.journal.paging import Page, decode_cursor, encode_cursor, jsonable, page_limit
 from inner_plane.journal.paging import record as as_record
@@ -121,7 +121,7 @@ def delegates_overview(
     return Page(items, encode_cursor(names[-1]) if more else None)
 
 
-def _overview_item(row: Any, last: Any, budget: int) -> dict[str, Any]:
+def _overview_item(row: Row[Any], last: Row[Any] | None, budget: int) -> dict[str, Any]:
     if row.lease_live:
         state = "running"
     elif row.due_now or row.queued_turns:

@@ -17,11 +17,14 @@ misses nothing (ix_live_events_xid_id serves the range).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
-from sqlalchemy import Connection, Engine, text
+import psycopg
+from psycopg.rows import dict_row
+from sqlalchemy import Connection, Engine, RowMapping, text
 
 CHANNEL = "inner_plane_live"
 
@@ -48,6 +51,17 @@ class Position:
         return cls(int(xid), int(ident))
 
 
+class LiveEventJson(TypedDict):
+    """A live event as the SSE feed sends it."""
+
+    id: str
+    at: str
+    delegate_id: str | None
+    topic: str
+    ids: list[str]
+    data: dict[str, Any] | None
+
+
 @dataclass(frozen=True)
 class LiveEvent:
     position: Position
@@ -57,15 +71,15 @@ class LiveEvent:
     ids: list[str]
     data: dict[str, Any] | None
 
-    def public(self) -> dict[str, Any]:
-        return {
-            "id": self.position.token(),
-            "at": self.at.isoformat(),
-            "delegate_id": self.delegate_id,
-            "topic": self.topic,
-            "ids": self.ids,
-            "data": self.data,
-        }
+    def public(self) -> LiveEventJson:
+        return LiveEventJson(
+            id=self.position.token(),
+            at=self.at.isoformat(),
+            delegate_id=self.delegate_id,
+            topic=self.topic,
+            ids=self.ids,
+            data=self.data,
+        )
 
 
 _AFTER_TEMPLATE = """
@@ -82,8 +96,8 @@ _AFTER = text(_AFTER_TEMPLATE.format(xid=":xid", id=":id", limit=":limit"))
 _AFTER_DRIVER = _AFTER_TEMPLATE.format(xid="%(xid)s", id="%(id)s", limit="%(limit)s")
 
 _HORIZON = text(
-    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, "
-    "coalesce((SELECT min(id) FROM live_events), 0)"
+    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin, "
+    "coalesce((SELECT min(id) FROM live_events), 0) AS oldest"
 )
 
 _RAISE = text(
@@ -101,36 +115,46 @@ _RAISE = text(
 def read_after(connection: Connection, after: Position, limit: int = 500) -> list[LiveEvent]:
     """Committed events after ``after`` whose transactions are older than every running one."""
     rows = connection.execute(_AFTER, {"xid": after.xid, "id": after.id, "limit": limit})
-    return [
-        LiveEvent(Position(r.xid_number, r.id), r.at, r.delegate_id, r.topic, list(r.ids), r.data)
-        for r in rows
-    ]
+    return [_event(row._mapping) for row in rows]
 
 
-def read_after_driver(connection: Any, after: Position, limit: int = 500) -> list[LiveEvent]:
+def read_after_driver(
+    connection: psycopg.Connection[Any], after: Position, limit: int = 500
+) -> list[LiveEvent]:
     """:func:`read_after` on a psycopg connection (autocommit)."""
-    rows = connection.execute(
-        _AFTER_DRIVER, {"xid": after.xid, "id": after.id, "limit": limit}
-    ).fetchall()
-    return [LiveEvent(Position(r[0], r[1]), r[2], r[3], r[4], list(r[5]), r[6]) for r in rows]
+    with connection.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(_AFTER_DRIVER, {"xid": after.xid, "id": after.id, "limit": limit})
+        return [_event(row) for row in cursor.fetchall()]
+
+
+def _event(row: RowMapping | Mapping[str, Any]) -> LiveEvent:
+    """A row of the _AFTER statements, by column name."""
+    return LiveEvent(
+        position=Position(row["xid_number"], row["id"]),
+        at=row["at"],
+        delegate_id=row["delegate_id"],
+        topic=row["topic"],
+        ids=list(row["ids"]),
+        data=row["data"],
+    )
 
 
 def horizon(connection: Connection) -> Position:
     """The position of "now": every event of a transaction older than the oldest running one
     counts as seen. A new reader starts here."""
-    xmin, _ = connection.execute(_HORIZON).one()
+    xmin = connection.execute(_HORIZON).one().xmin
     return Position(int(xmin) - 1, 2**63 - 1)
 
 
 def oldest_id(connection: Connection) -> int:
     """The smallest id still retained (0 when the log is empty)."""
-    return int(connection.execute(_HORIZON).one()[1])
+    return int(connection.execute(_HORIZON).one().oldest)
 
 
 def raise_live(
     connection: Connection,
     delegate_id: str | None,
-    data: dict[str, Any],
+    data: Mapping[str, object],
     ids: list[str] | None = None,
 ) -> int:
     """Append a live-only event and NOTIFY it (in the caller's transaction, or at once in
@@ -149,7 +173,10 @@ def raise_live(
 
 
 def raise_live_now(
-    engine: Engine, delegate_id: str | None, data: dict[str, Any], ids: list[str] | None = None
+    engine: Engine,
+    delegate_id: str | None,
+    data: Mapping[str, object],
+    ids: list[str] | None = None,
 ) -> int:
     """:func:`raise_live` in its own single-statement transaction."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import sqlalchemy
 from sqlalchemy import (
@@ -23,7 +23,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.journal.tables import Base
+from inner_plane.journal.database import typed_row
+from inner_plane.journal.declarative import Base
 
 
 class MemoryRow(Base):
@@ -48,12 +49,12 @@ class MemoryRow(Base):
     )
 
     __table_args__ = (
-        CheckConstraint("kind IN ('standing', 'learned')", name="ck_memories_kind"),
+        CheckConstraint("kind IN ('standing', 'learned')", name="kind"),
         CheckConstraint(
             "relation IN ('new', 'consolidated', 'conflict', 'override')",
-            name="ck_memories_relation",
+            name="relation",
         ),
-        CheckConstraint("length(content) BETWEEN 1 AND 16384", name="ck_memories_content"),
+        CheckConstraint("length(content) BETWEEN 1 AND 16384", name="content"),
         Index("ix_memories_delegate_created", "delegate_id", "created_at"),
         Index(
             "ix_memories_tsv",
@@ -71,18 +72,44 @@ class MemoryRow(Base):
 
 
 _M = cast(Table, MemoryRow.__table__)
-_PUBLIC = (
-    _M.c.id,
-    _M.c.delegate_id,
-    _M.c.kind,
-    _M.c.content,
-    _M.c.relation,
-    _M.c.related_ids,
-    _M.c.source,
-    _M.c.signal_id,
-    _M.c.superseded_by,
-    _M.c.created_at,
-)
+
+
+class MemoryRecord(TypedDict):
+    """A memory as readers get it: the columns of ``memories`` but ``tsv`` (built by column
+    name)."""
+
+    id: uuid.UUID
+    delegate_id: str
+    kind: str
+    content: str
+    relation: str
+    related_ids: list[uuid.UUID]
+    source: str
+    signal_id: uuid.UUID | None
+    superseded_by: uuid.UUID | None
+    created_at: datetime
+
+
+class RecalledMemory(MemoryRecord):
+    """A memory recall found, with its score (the summed rarity of the cue words it holds)."""
+
+    rank: float
+
+
+class NewMemory(TypedDict):
+    """What a memory write stores (the other columns take their defaults)."""
+
+    id: uuid.UUID
+    delegate_id: str
+    kind: str
+    content: str
+    relation: str
+    related_ids: list[uuid.UUID]
+    source: str
+
+
+# The columns a MemoryRecord holds, in its order.
+_PUBLIC = tuple(_M.c[key] for key in MemoryRecord.__annotations__)
 
 # A cue word found in this many of a delegate's memories (or ambient signals) is too common to
 # tell anything apart, like a stop word: it is dropped, which also bounds the work per word.
@@ -139,11 +166,7 @@ RECALL_QUERY = (
 RECALL_SQL = text(RECALL_QUERY)
 
 
-def _record(row: Any) -> dict[str, Any]:
-    return dict(row._mapping)
-
-
-def insert_memory(connection: sqlalchemy.Connection, values: dict[str, Any]) -> bool:
+def insert_memory(connection: sqlalchemy.Connection, values: NewMemory) -> bool:
     """Insert one memory; False if a memory with this id already exists (a re-fired write)."""
     result = connection.execute(
         insert(_M).values(**values).on_conflict_do_nothing().returning(_M.c.id)
@@ -170,17 +193,17 @@ def supersede(
 
 def get_many(
     connection: sqlalchemy.Connection, delegate_id: str, memory_ids: Sequence[uuid.UUID]
-) -> list[dict[str, Any]]:
+) -> list[MemoryRecord]:
     if not memory_ids:
         return []
     query = select(*_PUBLIC).where(_M.c.delegate_id == delegate_id, _M.c.id.in_(list(memory_ids)))
-    return [_record(row) for row in connection.execute(query)]
+    return [typed_row(MemoryRecord, row) for row in connection.execute(query)]
 
 
-def get(engine: Engine, memory_id: uuid.UUID) -> dict[str, Any] | None:
+def get(engine: Engine, memory_id: uuid.UUID) -> MemoryRecord | None:
     with engine.connect() as connection:
         row = connection.execute(select(*_PUBLIC).where(_M.c.id == memory_id)).first()
-    return None if row is None else _record(row)
+    return None if row is None else typed_row(MemoryRecord, row)
 
 
 def list_memories(
@@ -189,7 +212,7 @@ def list_memories(
     kind: str | None = None,
     include_superseded: bool = False,
     limit: int = 50,
-) -> list[dict[str, Any]]:
+) -> list[MemoryRecord]:
     query = (
         select(*_PUBLIC)
         .where(_M.c.delegate_id == delegate_id)
@@ -201,14 +224,14 @@ def list_memories(
     if not include_superseded:
         query = query.where(_M.c.superseded_by.is_(None))
     with engine.connect() as connection:
-        return [_record(row) for row in connection.execute(query)]
+        return [typed_row(MemoryRecord, row) for row in connection.execute(query)]
 
 
 def recall(
     connection: sqlalchemy.Connection, delegate_id: str, cue: str, limit: int
-) -> list[dict[str, Any]]:
+) -> list[RecalledMemory]:
     """Learned memories containing any word of ``cue`` (space-separated words), best first."""
     if not cue.strip():
         return []
     params = {"recall_cue": cue, "delegate": delegate_id, "cap": DF_CAP, "recall_limit": limit}
-    return [_record(row) for row in connection.execute(RECALL_SQL, params)]
+    return [typed_row(RecalledMemory, row) for row in connection.execute(RECALL_SQL, params)]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
+from typing import TypedDict
 
 from sqlalchemy import Connection, Engine, text
 
-from inner_plane.journal.database import single_statement
+from inner_plane.journal.database import single_statement, typed_row
 from inner_plane.journal.leases import fence
 
 
@@ -67,7 +69,7 @@ def claim(
             "body": body,
         },
     ).one()
-    return Outgoing(row.id, row.state, int(row.attempts))
+    return Outgoing(id=row.id, state=row.state, attempts=int(row.attempts))
 
 
 def finish(engine: Engine, notification_id: uuid.UUID, error: str | None) -> None:
@@ -78,7 +80,20 @@ def finish(engine: Engine, notification_id: uuid.UUID, error: str | None) -> Non
         )
 
 
-def sent_to(engine: Engine, delegate_id: str) -> list[dict[str, object]]:
+class SentNotification(TypedDict):
+    """A notification of the outbox as operators and tests read it."""
+
+    id: uuid.UUID
+    effect_key: str
+    channel: str
+    activation_id: uuid.UUID | None
+    subject: str
+    state: str
+    attempts: int
+    sent_at: datetime | None
+
+
+def sent_to(engine: Engine, delegate_id: str) -> list[SentNotification]:
     """The delegate's notifications, oldest first (for operators and tests)."""
     with engine.connect() as connection:
         rows = connection.execute(
@@ -87,5 +102,5 @@ def sent_to(engine: Engine, delegate_id: str) -> list[dict[str, object]]:
                 " FROM notifications WHERE delegate_id = :d ORDER BY created_at"
             ),
             {"d": delegate_id},
-        ).mappings()
-        return [dict(row) for row in rows]
+        )
+        return [typed_row(SentNotification, row) for row in rows]

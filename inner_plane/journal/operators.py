@@ -10,15 +10,19 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict
 
-from sqlalchemy import Engine, Table, select, text
+from sqlalchemy import Engine, Row, select, text
 from sqlalchemy.dialects.postgresql import insert
 
-from inner_plane.journal.reads import jsonable
-from inner_plane.journal.tables import OperatorRow
+from inner_plane.journal.tables import OPERATORS
 
-_T = cast(Table, OperatorRow.__table__)
+_T = OPERATORS
+
+
+class OperatorJson(TypedDict):
+    name: str
+    created_at: str
 
 
 @dataclass(frozen=True)
@@ -28,9 +32,9 @@ class Operator:
     secret_hash: str
     created_at: datetime
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> OperatorJson:
         """Never the hash."""
-        return {"name": self.name, "created_at": self.created_at.isoformat()}
+        return OperatorJson(name=self.name, created_at=self.created_at.isoformat())
 
 
 class OperatorExists(Exception):
@@ -79,6 +83,34 @@ class OperatorJournal:
 
 # --- actions ----------------------------------------------------------------------------------
 
+
+class SignalChange(TypedDict):
+    """A signal an operator action changed (JSON-ready)."""
+
+    id: str
+    delegate_id: str
+    kind: str
+    source: str
+    mode: str
+
+
+class CancelledTimer(TypedDict):
+    """A timer an operator cancelled (JSON-ready)."""
+
+    id: str
+    delegate_id: str
+    name: str
+    state: str
+    cancelled_by: str
+
+
+def _signal_change(row: Row[Any]) -> SignalChange:
+    """A row the _RETRY and _DISMISS statements return, by column name."""
+    return SignalChange(
+        id=str(row.id), delegate_id=row.delegate_id, kind=row.kind, source=row.source, mode=row.mode
+    )
+
+
 _RETRY = text(
     """
     WITH retried AS (
@@ -114,7 +146,7 @@ _DISMISS = text(
 
 def retry_signals(
     engine: Engine, signal_ids: list[uuid.UUID], actor: str, reason: str = "operator retry"
-) -> list[dict[str, Any]]:
+) -> list[SignalChange]:
     """Bring dead, dismissed or expired signals back to pending with fresh attempts; the ones
     in another state are left alone. Returns the retried (id, delegate, kind, source, mode)."""
     if not signal_ids:
@@ -123,19 +155,19 @@ def retry_signals(
         rows = connection.execute(
             _RETRY, {"ids": [str(i) for i in signal_ids], "actor": actor, "reason": reason}
         ).all()
-    return [{k: jsonable(v) for k, v in row._mapping.items()} for row in rows]
+    return [_signal_change(row) for row in rows]
 
 
 def dismiss_signal(
     engine: Engine, signal_id: uuid.UUID, actor: str, reason: str
-) -> dict[str, Any] | None:
+) -> SignalChange | None:
     """Settle a pending or dead signal as dismissed (never a claimed one: the running activation
     owns it)."""
     with engine.begin() as connection:
         row = connection.execute(
             _DISMISS, {"id": signal_id, "actor": actor, "reason": reason}
         ).first()
-    return None if row is None else {k: jsonable(v) for k, v in row._mapping.items()}
+    return None if row is None else _signal_change(row)
 
 
 def dead_signals_of(engine: Engine, activation_id: uuid.UUID) -> list[uuid.UUID] | None:
@@ -145,14 +177,14 @@ def dead_signals_of(engine: Engine, activation_id: uuid.UUID) -> list[uuid.UUID]
         row = connection.execute(
             text(
                 "SELECT ARRAY(SELECT s.id FROM signals s WHERE s.id = ANY(a.signal_ids) "
-                "AND s.state = 'dead' ORDER BY s.seq) FROM activations a WHERE a.id = :id"
+                "AND s.state = 'dead' ORDER BY s.seq) AS dead FROM activations a WHERE a.id = :id"
             ),
             {"id": activation_id},
         ).first()
-    return None if row is None else list(row[0])
+    return None if row is None else list(row.dead)
 
 
-def cancel_timer(engine: Engine, timer_id: uuid.UUID, actor: str) -> dict[str, Any] | None:
+def cancel_timer(engine: Engine, timer_id: uuid.UUID, actor: str) -> CancelledTimer | None:
     """Cancel an active timer, recording who did; None if it is not active."""
     with engine.begin() as connection:
         row = connection.execute(
@@ -163,4 +195,12 @@ def cancel_timer(engine: Engine, timer_id: uuid.UUID, actor: str) -> dict[str, A
             ),
             {"id": timer_id, "actor": actor},
         ).first()
-    return None if row is None else {k: jsonable(v) for k, v in row._mapping.items()}
+    if row is None:
+        return None
+    return CancelledTimer(
+        id=str(row.id),
+        delegate_id=row.delegate_id,
+        name=row.name,
+        state=row.state,
+        cancelled_by=row.cancelled_by,
+    )

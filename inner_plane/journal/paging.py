@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from sqlalchemy import Row
+
 MAX_LIMIT = 500
 
 
@@ -64,7 +66,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def record(row: Any, drop: Sequence[str] = ()) -> dict[str, Any]:
+def record(row: Row[Any], drop: Sequence[str] = ()) -> dict[str, Any]:
     """A row as a JSON-ready dict, by column name (``drop``: columns left out)."""
     return {k: jsonable(v) for k, v in row._mapping.items() if k not in drop}
 

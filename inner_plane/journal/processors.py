@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import (
     ARRAY,
@@ -14,6 +14,7 @@ from sqlalchemy import (
     DateTime,
     Engine,
     Integer,
+    Row,
     Table,
     Text,
     UniqueConstraint,
@@ -25,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 
 
 class ProcessorRow(Base):
@@ -49,18 +50,33 @@ class ProcessorRow(Base):
 
     __table_args__ = (
         UniqueConstraint("name"),
-        CheckConstraint("credential IN ('bearer', 'hmac')", name="ck_processors_credential"),
+        CheckConstraint("credential IN ('bearer', 'hmac')", name="credential"),
         CheckConstraint(
             "(credential = 'bearer' AND secret_hash IS NOT NULL AND signing_key IS NULL) OR "
             "(credential = 'hmac' AND signing_key IS NOT NULL AND secret_hash IS NULL)",
-            name="ck_processors_secret",
+            name="secret",
         ),
         CheckConstraint(
             "max_mode IN ('ambient', 'next-turn', 'wake', 'interrupt')",
-            name="ck_processors_max_mode",
+            name="max_mode",
         ),
-        CheckConstraint("rate_limit > 0", name="ck_processors_rate_limit"),
+        CheckConstraint("rate_limit > 0", name="rate_limit"),
     )
+
+
+class ProcessorJson(TypedDict):
+    """A processor as operators see it: never the secret or its hash."""
+
+    name: str
+    credential: str
+    kind_prefix: str
+    delegates: list[str]
+    max_mode: str
+    trusted: bool
+    rate_limit: int
+    created_at: str
+    rotated_at: str | None
+    revoked_at: str | None
 
 
 @dataclass(frozen=True)
@@ -85,20 +101,20 @@ class Processor:
     def revoked(self) -> bool:
         return self.revoked_at is not None
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> ProcessorJson:
         """What operators may see: never the secret or its hash."""
-        return {
-            "name": self.name,
-            "credential": self.credential,
-            "kind_prefix": self.kind_prefix,
-            "delegates": list(self.delegates),
-            "max_mode": self.max_mode,
-            "trusted": self.trusted,
-            "rate_limit": self.rate_limit,
-            "created_at": self.created_at.isoformat(),
-            "rotated_at": None if self.rotated_at is None else self.rotated_at.isoformat(),
-            "revoked_at": None if self.revoked_at is None else self.revoked_at.isoformat(),
-        }
+        return ProcessorJson(
+            name=self.name,
+            credential=self.credential,
+            kind_prefix=self.kind_prefix,
+            delegates=list(self.delegates),
+            max_mode=self.max_mode,
+            trusted=self.trusted,
+            rate_limit=self.rate_limit,
+            created_at=self.created_at.isoformat(),
+            rotated_at=None if self.rotated_at is None else self.rotated_at.isoformat(),
+            revoked_at=None if self.revoked_at is None else self.revoked_at.isoformat(),
+        )
 
 
 class ProcessorExists(Exception):
@@ -108,7 +124,7 @@ class ProcessorExists(Exception):
 _T = cast(Table, ProcessorRow.__table__)
 
 
-def _to_processor(row: Any) -> Processor:
+def _to_processor(row: Row[Any]) -> Processor:
     values = dict(row._mapping)
     values["delegates"] = tuple(values["delegates"])
     return Processor(**values)

@@ -9,7 +9,6 @@ rows or of millions; nothing uses OFFSET. Cursors are opaque strings to callers.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
+from inner_plane.journal.conversation import EVENT_TEXT_COLUMNS, EventRecord, text_event_record
 from inner_plane.journal.paging import (
     MAX_LIMIT,
     CursorError,
@@ -27,6 +27,7 @@ from inner_plane.journal.paging import (
     page_limit,
 )
 from inner_plane.journal.paging import record as as_record
+from inner_plane.journal.signals import STATE_PAGE_FILTER, STATE_PAGE_ORDER
 
 __all__ = ["MAX_LIMIT", "CursorError", "Page", "jsonable"]
 
@@ -77,15 +78,21 @@ def search_signals(
     with_events: bool = True,
 ) -> Page:
     """Signals newest first (by journal order), each with its events. With a delegate the page
-    walks ix_signals_delegate_seq, a state ix_signals_state_seq, otherwise ix_signals_seq."""
+    walks ix_signals_delegate_seq (a delegate's dead letters: ix_signals_dead_delegate), a state
+    alone ix_signals_state_seq, otherwise ix_signals_seq."""
     where = ["TRUE"]
     params: dict[str, Any] = {"limit": page_limit(limit) + 1}
     if cursor is not None:
         (params["before"],) = decode_cursor(cursor, [int])
         where.append("seq < :before")
+    order = "seq DESC"
     if state is not None:
-        where.append("state = :state")
         params["state"] = state
+        if delegate_id is None:  # signals.STATE_PAGE_FILTER says why the state is an array
+            where.append(STATE_PAGE_FILTER)
+            order = STATE_PAGE_ORDER
+        else:
+            where.append("state = :state")
     if kind_prefix:
         where.append("kind LIKE :kind ESCAPE '\\'")
         params["kind"] = _like_prefix(kind_prefix)
@@ -103,7 +110,7 @@ def search_signals(
         params["until"] = until
     query = text(
         f"SELECT {_SIGNAL_COLUMNS} FROM signals WHERE {' AND '.join(where)} "  # noqa: S608
-        "ORDER BY seq DESC LIMIT :limit"
+        f"ORDER BY {order} LIMIT :limit"
     )
     with engine.connect() as connection:
         rows = connection.execute(query, params).all()
@@ -138,21 +145,6 @@ def dead_letters(
 
 # --- timeline ---------------------------------------------------------------------------------
 
-# Ids, payload and time as text: the page is handed on as JSON, and parsing the payload once
-# with json.loads costs less than the driver's JSONB and UUID conversions.
-_EVENT_COLUMNS = (
-    "seq, id::text AS id, delegate_id, conversation_id::text AS conversation_id, type, "
-    "payload::text AS payload, activation_id::text AS activation_id, "
-    "turn_id::text AS turn_id, created_at"
-)
-
-
-def _event_record(row: Any) -> dict[str, Any]:
-    record = dict(row._mapping)
-    record["payload"] = json.loads(record["payload"])
-    record["created_at"] = record["created_at"].isoformat()
-    return record
-
 
 def timeline_events(
     engine: Engine,
@@ -161,7 +153,7 @@ def timeline_events(
     after: int | None = None,
     before: int | None = None,
     limit: int = 100,
-) -> list[dict[str, Any]]:
+) -> list[EventRecord]:
     """Stored conversation events of a delegate in append order (the order replay uses):
     those after ``after``, or the ``limit`` latest before ``before`` (or the latest of all).
     One range of ix_conversation_events_delegate_seq."""
@@ -169,7 +161,7 @@ def timeline_events(
     if after is not None:
         params["after"] = after
         query = (
-            f"SELECT {_EVENT_COLUMNS} FROM conversation_events "  # noqa: S608
+            f"SELECT {EVENT_TEXT_COLUMNS} FROM conversation_events "  # noqa: S608
             "WHERE delegate_id = :delegate AND seq > :after ORDER BY seq LIMIT :limit"
         )
     else:
@@ -178,26 +170,26 @@ def timeline_events(
             params["before"] = before
             bound = "AND seq < :before"
         query = (
-            f"SELECT * FROM (SELECT {_EVENT_COLUMNS} FROM conversation_events "  # noqa: S608
+            f"SELECT * FROM (SELECT {EVENT_TEXT_COLUMNS} FROM conversation_events "  # noqa: S608
             f"WHERE delegate_id = :delegate {bound} ORDER BY seq DESC LIMIT :limit) latest "
             "ORDER BY seq"
         )
     with engine.connect() as connection:
-        return [_event_record(row) for row in connection.execute(text(query), params)]
+        return [text_event_record(row) for row in connection.execute(text(query), params)]
 
 
-def events_by_seq(engine: Engine, seqs: Sequence[int]) -> list[dict[str, Any]]:
+def events_by_seq(engine: Engine, seqs: Sequence[int]) -> list[EventRecord]:
     if not seqs:
         return []
     with engine.connect() as connection:
         rows = connection.execute(
             text(
-                f"SELECT {_EVENT_COLUMNS} FROM conversation_events "  # noqa: S608
+                f"SELECT {EVENT_TEXT_COLUMNS} FROM conversation_events "  # noqa: S608
                 "WHERE seq = ANY(CAST(:seqs AS bigint[])) ORDER BY seq"
             ),
             {"seqs": list(seqs)},
         )
-        return [_event_record(row) for row in rows]
+        return [text_event_record(row) for row in rows]
 
 
 # --- activations ------------------------------------------------------------------------------
@@ -270,10 +262,10 @@ def activation_detail(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any
         }
         history = signal_events(connection, list(row.signal_ids))
         events = [
-            _event_record(r)
+            text_event_record(r)
             for r in connection.execute(
                 text(
-                    f"SELECT {_EVENT_COLUMNS} FROM conversation_events "  # noqa: S608
+                    f"SELECT {EVENT_TEXT_COLUMNS} FROM conversation_events "  # noqa: S608
                     "WHERE activation_id = :id ORDER BY seq"
                 ),
                 {"id": activation_id},

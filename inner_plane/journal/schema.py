@@ -1,10 +1,10 @@
-"""The journal's whole schema as the ORM mirrors declare it.
+"""The journal's whole schema as the mirrors declare it.
 
-Alembic migrations create the schema; each table's row class (its mirror) lives in the module
-that owns the table and shares ``tables.Base.metadata``. This module gathers them all, so the
-metadata is complete whatever else a process imported: Alembic's environment uses it, and
-tests/integration/test_schema_mirrors.py checks it against the migrated database
-(``compare_metadata`` finds no difference). A new table needs its row class imported here.
+Alembic migrations create the schema; each table's mirror (a Core table in ``tables``, or a row
+class in the module that owns the table) shares ``tables.METADATA``. This module gathers them
+all, so the metadata is complete whatever else a process imported: Alembic's environment uses
+it, and tests/integration/test_schema_mirrors.py checks it against the migrated database
+(``compare_metadata`` finds no difference). A new table's owning module is imported here.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import cast
 from sqlalchemy import Index, MetaData, Table
 
 from inner_plane.journal import conversation, memories, processors, thoughtflow, timers
-from inner_plane.journal.tables import Base
+from inner_plane.journal.tables import METADATA
 
 # The modules whose row classes join the metadata (imported for that, named so it is explicit).
 OWNERS = (conversation, memories, processors, thoughtflow, timers)
 
-metadata: MetaData = Base.metadata
+metadata: MetaData = METADATA
 
 # The ThoughtFlow records' index, declared beside its row class's table from here (the row
 # class's module belongs to the lane's refactor; move it into ThoughtflowRow.__table_args__).

@@ -7,9 +7,9 @@ import contextlib
 import json
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 from sqlalchemy import (
@@ -17,7 +17,8 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Engine,
-    Table,
+    Row,
+    Select,
     Text,
     bindparam,
     column,
@@ -28,11 +29,13 @@ from sqlalchemy import (
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
+from sqlalchemy.sql.dml import ReturningInsert
 
-from inner_plane.journal.tables import SignalRow
+from inner_plane.journal.database import typed_row
+from inner_plane.journal.tables import SIGNALS
 from inner_plane.signals.model import Mode, Signal, State, Trust
 
-_T = cast(Table, SignalRow.__table__)
+_T = SIGNALS
 _TS = DateTime(timezone=True)
 
 # The single-row insert (bulk: _INSERT_MANY below). Timestamps default to the database clock, and
@@ -62,23 +65,29 @@ _INSERT_ONE = (
 )
 _INSERT = _INSERT_ONE.returning(_T.c.id)
 
-ROW_KEYS = (
-    "id",
-    "delegate_id",
-    "kind",
-    "source",
-    "mode",
-    "requested_mode",
-    "priority",
-    "data",
-    "trust",
-    "dedup_key",
-    "max_attempts",
-    "caused_by",
-    "occurred_at",
-    "available_at",
-    "expires_at",
-)
+
+class NewSignal(TypedDict):
+    """A signal row as publication writes it (the other columns take their defaults; a None
+    time is the database's now())."""
+
+    id: uuid.UUID
+    delegate_id: str
+    kind: str
+    source: str
+    mode: str
+    requested_mode: str | None
+    priority: int
+    data: dict[str, Any]
+    trust: str
+    dedup_key: str | None
+    max_attempts: int
+    caused_by: uuid.UUID | None
+    occurred_at: datetime | None
+    available_at: datetime | None
+    expires_at: datetime | None
+
+
+ROW_KEYS = tuple(NewSignal.__annotations__)
 
 # Bulk form of the same insert: every row travels as one JSON array parameter, unpacked by
 # jsonb_to_recordset on the server. A multi-row VALUES statement with 15 parameters per row is
@@ -90,22 +99,26 @@ _RECORDS = (
     .table_valued(*[column(key, _T.c[key].type) for key in ROW_KEYS])
     .render_derived(name="r", with_types=True)
 )
-_INSERT_MANY = (
-    insert(_T)
-    .from_select(
-        list(ROW_KEYS),
-        select(
-            *[
-                func.coalesce(_RECORDS.c[key], func.now())
-                if key in ("occurred_at", "available_at")
-                else _RECORDS.c[key]
-                for key in ROW_KEYS
-            ]
-        ),
+
+
+def insert_packed(only: Select[Any] | None = None) -> ReturningInsert[Any]:
+    """The bulk insert of rows packed by :func:`rows_json` (parameter ``rows``), returning the
+    ids inserted. With ``only`` (a select of ids), just the rows it selects: a caller's statement
+    decides there which rows go in (the timer tick: those whose cursor the same statement moves)."""
+    rows = select(
+        *[
+            func.coalesce(_RECORDS.c[key], func.now())
+            if key in ("occurred_at", "available_at")
+            else _RECORDS.c[key]
+            for key in ROW_KEYS
+        ]
     )
-    .on_conflict_do_nothing()
-    .returning(_T.c.id)
-)
+    if only is not None:
+        rows = rows.where(_RECORDS.c.id.in_(only))
+    return insert(_T).from_select(list(ROW_KEYS), rows).on_conflict_do_nothing().returning(_T.c.id)
+
+
+_INSERT_MANY = insert_packed()
 
 
 class _NoJsonForm(Exception):
@@ -124,7 +137,9 @@ def _json_default(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
+def rows_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Rows as the one JSON parameter of the bulk insert; None if a value has no exact JSON form
+    (a timestamp within a day of year 1 or 9999: the row-by-row statement takes those)."""
     # NULLs are left out: jsonb_to_recordset gives NULL for a missing key as for a JSON null,
     # and the shorter text is faster to write and to parse.
     try:
@@ -137,7 +152,7 @@ def _rows_json(rows: Sequence[dict[str, Any]]) -> str | None:
         return None
 
 
-def _to_signal(row: Any) -> Signal:
+def _to_signal(row: Row[Any]) -> Signal:
     """The row as a Signal. A row the model refuses (a mode or trust no code writes, data that
     is not an object: written behind the model's back) is still returned, as stored, so that a
     list or a show never fails on it; ``stored_problem`` names what is wrong with it."""
@@ -193,38 +208,54 @@ def add_events(
         )
 
 
-_IDENTITY_COLUMNS = (
-    _T.c.id,
-    _T.c.delegate_id,
-    _T.c.kind,
-    _T.c.source,
-    _T.c.mode,
-    _T.c.priority,
-    _T.c.trust,
-)
+# A newest-first page of one state across every delegate. Written ``state = :state ORDER BY seq
+# DESC``, the planner may walk ix_signals_seq from the newest row and filter, expecting the state's
+# rows spread evenly through the journal; but the newest rows are the live ones (pending, claimed),
+# so that walk passes all of them first, and for a rare state (dead letters) a large part of the
+# journal: on 1M rows the dead-letter page read 223 buffers instead of 7. Compared with a
+# one-element array, the state is no constant of the ordering, so only ix_signals_state_seq yields
+# (state, seq) order and the page reads ``limit`` index entries. (With a delegate the equality
+# stays: ix_signals_delegate_seq and ix_signals_dead_delegate serve it.)
+STATE_PAGE_FILTER = "state = ANY(ARRAY[CAST(:state AS text)])"
+STATE_PAGE_ORDER = "state DESC, seq DESC"
+
+
+class SignalIdentity(TypedDict):
+    """What a duplicate publication answers with: what the journal holds for the signal."""
+
+    id: uuid.UUID
+    delegate_id: str
+    kind: str
+    source: str
+    mode: str
+    priority: int
+    trust: str
+
+
+_IDENTITY_COLUMNS = tuple(_T.c[key] for key in SignalIdentity.__annotations__)
 
 
 def stored_identities(
     connection: Connection, ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, dict[str, Any]]:
-    """What a duplicate publication answers with: the stored signal's id, delegate, kind,
-    source, mode, priority and trust, by id (primary-key lookups)."""
+) -> dict[uuid.UUID, SignalIdentity]:
+    """The stored signals' identities by id (primary-key lookups)."""
     found = connection.execute(select(*_IDENTITY_COLUMNS).where(_T.c.id.in_(list(ids))))
-    return {row.id: dict(row._mapping) for row in found}
+    return {row.id: typed_row(SignalIdentity, row) for row in found}
 
 
-def insert_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+def insert_rows(connection: Connection, rows: Sequence[NewSignal]) -> set[uuid.UUID]:
     """Insert rows as one statement on ``connection`` (the caller's transaction, or autocommit);
     return the ids actually inserted (the rest were duplicates of rows already in the journal)."""
     if not rows:
         return set()
-    packed = None if len(rows) == 1 else _rows_json(rows)
+    packed = None if len(rows) == 1 else rows_json(rows)
     if packed is not None:
         result = connection.execute(_INSERT_MANY, {"rows": packed})
     elif len(rows) == 1:
         sql, processors = _insert_one_form(connection.dialect)
         row = rows[0]
-        params = {key: row[key] for key in ROW_KEYS}
+        values: Mapping[str, Any] = row
+        params = {key: values[key] for key in ROW_KEYS}
         for name, process in processors:
             params[name] = process(params[name])
         if connection.exec_driver_sql(sql, params).rowcount != 1:
@@ -242,7 +273,7 @@ class SignalJournal:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def insert(self, rows: Sequence[dict[str, Any]]) -> set[uuid.UUID]:
+    def insert(self, rows: Sequence[NewSignal]) -> set[uuid.UUID]:
         """Insert rows in one transaction; return the ids actually inserted (the rest were
         duplicates of rows already in the journal)."""
         if not rows:
@@ -269,7 +300,7 @@ class SignalJournal:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
             return set(found.scalars().all())
 
-    def identities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    def identities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, SignalIdentity]:
         """:func:`stored_identities` in a statement of its own."""
         wanted = list(ids)
         if not wanted:
@@ -309,7 +340,10 @@ class SignalJournal:
             query = query.where(_T.c.seq < before)
         if delegate_id is not None:
             query = query.where(_T.c.delegate_id == delegate_id)
-        if state is not None:
+        if state is not None and delegate_id is None:
+            query = query.where(text(STATE_PAGE_FILTER).bindparams(state=state))
+            query = query.order_by(None).order_by(text(STATE_PAGE_ORDER))
+        elif state is not None:
             query = query.where(_T.c.state == state)
         if kind is not None:
             query = query.where(_T.c.kind == kind)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 import sqlalchemy
 from pydantic_core import to_jsonable_python
@@ -27,7 +27,7 @@ from inner_plane.activation import (
     plan_settlement,
 )
 from inner_plane.journal import conversation
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 from inner_plane.signals.model import Signal
 
 
@@ -51,21 +51,46 @@ class ThoughtflowRow(Base):
 _T = cast(Table, ThoughtflowRow.__table__)
 
 
-def signal_entry(signal: Signal) -> dict[str, Any]:
+class SignalEntry(TypedDict):
+    """One signal of a claimed batch as the ThoughtFlow keeps it (JSON-ready)."""
+
+    id: str
+    kind: str
+    source: str
+    mode: str
+    priority: int
+    trust: str
+    attempts: int
+    created_at: str
+    occurred_at: str
+    data: dict[str, Any]
+    caused_by: str | None
+
+
+class Disposition(TypedDict):
+    """What became of one claimed signal, and who decided (JSON-ready)."""
+
+    disposition: str
+    reason: str
+    by: str
+    until: NotRequired[str]  # a deferral's time
+
+
+def signal_entry(signal: Signal) -> SignalEntry:
     """The full claimed-batch entry of one signal (what the timeline keeps per activation)."""
-    return {
-        "id": str(signal.id),
-        "kind": signal.kind,
-        "source": signal.source,
-        "mode": signal.mode.value,
-        "priority": signal.priority,
-        "trust": signal.trust.value,
-        "attempts": signal.attempts,
-        "created_at": signal.created_at.isoformat(),
-        "occurred_at": signal.occurred_at.isoformat(),
-        "data": signal.data,
-        "caused_by": None if signal.caused_by is None else str(signal.caused_by),
-    }
+    return SignalEntry(
+        id=str(signal.id),
+        kind=signal.kind,
+        source=signal.source,
+        mode=signal.mode.value,
+        priority=signal.priority,
+        trust=signal.trust.value,
+        attempts=signal.attempts,
+        created_at=signal.created_at.isoformat(),
+        occurred_at=signal.occurred_at.isoformat(),
+        data=signal.data,
+        caused_by=None if signal.caused_by is None else str(signal.caused_by),
+    )
 
 
 def build_record(
@@ -122,24 +147,23 @@ def dispositions(
     result: AgentResult | None,
     error: str | None,
     plan: SettlementPlan | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Disposition]:
     """Every claimed signal's outcome: the agent's settlement, or what the plane does with it,
     by the same settlement plan the lane applied (computed here if not given)."""
     if error is not None or result is None:
-        failed = {"disposition": "failed", "reason": error or "no result", "by": "plane"}
-        return {str(s.id): dict(failed) for s in activation.signals}
+        reason = error or "no result"
+        return {
+            str(s.id): Disposition(disposition="failed", reason=reason, by="plane")
+            for s in activation.signals
+        }
     if plan is None:
         plan = plan_settlement(activation, rendered, result.settlements)
-    entries: dict[uuid.UUID, dict[str, Any]] = {
-        signal_id: {"disposition": "returned", "reason": NOT_RENDERED, "by": "plane"}
+    entries: dict[uuid.UUID, Disposition] = {
+        signal_id: Disposition(disposition="returned", reason=NOT_RENDERED, by="plane")
         for signal_id in plan.returned
     }
     for outcome in plan.settled:
-        entry: dict[str, Any] = {
-            "disposition": outcome.disposition,
-            "reason": outcome.reason,
-            "by": outcome.by,
-        }
+        entry = Disposition(disposition=outcome.disposition, reason=outcome.reason, by=outcome.by)
         if outcome.until is not None:
             entry["until"] = outcome.until.isoformat()
         entries[outcome.signal_id] = entry

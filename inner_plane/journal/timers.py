@@ -1,20 +1,20 @@
-"""All access to the timer tables: dynamic timers and the per-timer state of static ones.
+"""The timer tables, dynamic timers and the per-timer state of static ones, and every access
+to them but the tick's (``journal.timer_ticks``).
 
 Both tables keep a cursor, ``last_moment``: the latest scheduled moment already handled (fired
-or skipped). Ticks lock the rows they handle (``FOR UPDATE SKIP LOCKED``), so two ticks at once
-split the work instead of repeating it; the journal's dedup key still makes a repeat harmless.
+or skipped).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict, TypeVar, cast
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import (
     CheckConstraint,
+    ColumnElement,
     Connection,
     DateTime,
     Double,
@@ -23,6 +23,7 @@ from sqlalchemy import (
     SmallInteger,
     Table,
     Text,
+    and_,
     func,
     insert,
     select,
@@ -30,12 +31,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import UUID
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inner_plane.journal.database import typed_row
-from inner_plane.journal.tables import Base
+from inner_plane.journal.declarative import Base
 
 TIMER_STATES = ("active", "done", "cancelled")
 
@@ -75,9 +75,9 @@ class TimerRow(Base):
     caused_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
 
     __table_args__ = (
-        CheckConstraint(f"state IN {TIMER_STATES}", name="ck_timers_state"),
-        CheckConstraint("missed IN ('latest', 'skip')", name="ck_timers_missed"),
-        CheckConstraint("num_nonnulls(cron, every_s, at) = 1", name="ck_timers_one_schedule"),
+        CheckConstraint(f"state IN {TIMER_STATES}", name="state"),
+        CheckConstraint("missed IN ('latest', 'skip')", name="missed"),
+        CheckConstraint("num_nonnulls(cron, every_s, at) = 1", name="one_schedule"),
         # One active timer per name and delegate; a cancelled or finished name can be reused.
         Index(
             "uq_timers_active_name",
@@ -118,40 +118,17 @@ class StaticTimerStateRow(Base):
     )
 
 
-_TIMERS = cast(Table, TimerRow.__table__)
-_STATIC = cast(Table, StaticTimerStateRow.__table__)
+TIMERS = cast(Table, TimerRow.__table__)
+STATIC = cast(Table, StaticTimerStateRow.__table__)
 
 
-# One statement moves every handled cursor of a tick (one round trip, not one per timer).
-_ADVANCE_DYNAMIC = text(
-    """
-    UPDATE timers AS t SET
-        last_moment = u.moment,
-        next_due = u.next_due,
-        last_fired = CASE WHEN u.fired THEN u.moment ELSE t.last_fired END,
-        state = CASE WHEN u.next_due IS NULL THEN 'done' ELSE t.state END,
-        updated_at = now()
-    FROM unnest(
-        CAST(:ids AS uuid[]), CAST(:moments AS timestamptz[]),
-        CAST(:next_due AS timestamptz[]), CAST(:fired AS boolean[])
-    ) AS u(id, moment, next_due, fired)
-    WHERE t.id = u.id
-    """
-)
+def due_now(now: datetime | ColumnElement[datetime]) -> ColumnElement[bool]:
+    """What is due: an active timer whose next moment has come (served by ix_timers_due)."""
+    return and_(TIMERS.c.state == "active", TIMERS.c.next_due <= now)
 
 
 class TimerNameTaken(Exception):
     """An active timer with this name already exists for the delegate."""
-
-
-@dataclass(frozen=True)
-class CursorUpdate:
-    """What a tick writes back for one timer it handled."""
-
-    key: uuid.UUID | str  # timer id (dynamic) or name (static)
-    moment: datetime
-    fired: bool
-    next_due: datetime | None = None
 
 
 class TimerRecord(TypedDict):
@@ -192,13 +169,6 @@ class StaticTimerState(TypedDict):
     updated_at: datetime
 
 
-# Called with the locking transaction's connection (it may journal its signals there) and the
-# locked rows; publishes what is due and returns the cursor updates, written in the same
-# transaction.
-Locked = TypeVar("Locked", TimerRecord, StaticTimerState)
-Handler = Callable[[Connection, Sequence[Locked]], Sequence[CursorUpdate]]
-
-
 class TimerJournal:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -223,14 +193,14 @@ class TimerJournal:
                 effect_key = values.get("effect_key")
                 if effect_key is not None:
                     existing = connection.execute(
-                        select(_TIMERS).where(
-                            _TIMERS.c.delegate_id == values["delegate_id"],
-                            _TIMERS.c.effect_key == effect_key,
+                        select(TIMERS).where(
+                            TIMERS.c.delegate_id == values["delegate_id"],
+                            TIMERS.c.effect_key == effect_key,
                         )
                     ).first()
                     if existing is not None:
                         return typed_row(TimerRecord, existing), False
-                row = connection.execute(insert(_TIMERS).values(**values).returning(_TIMERS))
+                row = connection.execute(insert(TIMERS).values(**values).returning(TIMERS))
                 return typed_row(TimerRecord, row.one()), True
         except IntegrityError as error:
             if "uq_timers_active_name" in str(error.orig):
@@ -239,14 +209,14 @@ class TimerJournal:
 
     def get(self, timer_id: uuid.UUID) -> TimerRecord | None:
         with self.engine.connect() as connection:
-            row = connection.execute(select(_TIMERS).where(_TIMERS.c.id == timer_id)).first()
+            row = connection.execute(select(TIMERS).where(TIMERS.c.id == timer_id)).first()
         return None if row is None else typed_row(TimerRecord, row)
 
     def find_active(self, delegate_id: str, name: str) -> TimerRecord | None:
-        query = select(_TIMERS).where(
-            _TIMERS.c.delegate_id == delegate_id,
-            _TIMERS.c.name == name,
-            _TIMERS.c.state == "active",
+        query = select(TIMERS).where(
+            TIMERS.c.delegate_id == delegate_id,
+            TIMERS.c.name == name,
+            TIMERS.c.state == "active",
         )
         with self.engine.connect() as connection:
             row = connection.execute(query).first()
@@ -255,11 +225,11 @@ class TimerJournal:
     def list_timers(
         self, delegate_id: str | None = None, include_finished: bool = False, limit: int = 1_000
     ) -> list[TimerRecord]:
-        query = select(_TIMERS).order_by(_TIMERS.c.next_due.asc().nulls_last()).limit(limit)
+        query = select(TIMERS).order_by(TIMERS.c.next_due.asc().nulls_last()).limit(limit)
         if delegate_id is not None:
-            query = query.where(_TIMERS.c.delegate_id == delegate_id)
+            query = query.where(TIMERS.c.delegate_id == delegate_id)
         if not include_finished:
-            query = query.where(_TIMERS.c.state == "active")
+            query = query.where(TIMERS.c.state == "active")
         with self.engine.connect() as connection:
             return [typed_row(TimerRecord, row) for row in connection.execute(query)]
 
@@ -269,10 +239,10 @@ class TimerJournal:
         """Cancel an active timer; None if it is not active (unknown, done or cancelled).
         ``fence`` runs first in the same transaction (an agent's tool: the lease check)."""
         statement = (
-            update(_TIMERS)
-            .where(_TIMERS.c.id == timer_id, _TIMERS.c.state == "active")
+            update(TIMERS)
+            .where(TIMERS.c.id == timer_id, TIMERS.c.state == "active")
             .values(state="cancelled", next_due=None, updated_at=func.now())
-            .returning(_TIMERS)
+            .returning(TIMERS)
         )
         with self.engine.begin() as connection:
             if fence is not None:
@@ -281,80 +251,16 @@ class TimerJournal:
         return None if row is None else typed_row(TimerRecord, row)
 
     def due_ids(self, now: datetime, limit: int) -> list[uuid.UUID]:
-        """The plain indexed query for due timers (the benchmark's baseline)."""
-        query = (
-            select(_TIMERS.c.id)
-            .where(_TIMERS.c.state == "active", _TIMERS.c.next_due <= now)
-            .order_by(_TIMERS.c.next_due)
-            .limit(limit)
-        )
+        """The plain indexed query for due timers (beat's check; the benchmark's baseline)."""
+        query = select(TIMERS.c.id).where(due_now(now)).order_by(TIMERS.c.next_due).limit(limit)
         with self.engine.connect() as connection:
             return [row[0] for row in connection.execute(query)]
-
-    def handle_due(self, now: datetime, limit: int, handler: Handler[TimerRecord]) -> int:
-        """Lock up to ``limit`` due timers, let ``handler`` journal their signals and write its
-        updates back, all in one transaction: a cursor moves exactly when its signal is
-        journaled. Returns how many rows were locked."""
-        query = (
-            select(_TIMERS)
-            .where(_TIMERS.c.state == "active", _TIMERS.c.next_due <= now)
-            .order_by(_TIMERS.c.next_due)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        with self.engine.begin() as connection:
-            rows = [typed_row(TimerRecord, row) for row in connection.execute(query)]
-            if rows:
-                self._write_dynamic(connection, handler(connection, rows))
-            return len(rows)
-
-    @staticmethod
-    def _write_dynamic(connection: Connection, updates: Sequence[CursorUpdate]) -> None:
-        if updates:
-            connection.execute(
-                _ADVANCE_DYNAMIC,
-                {
-                    "ids": [u.key for u in updates],
-                    "moments": [u.moment for u in updates],
-                    "next_due": [u.next_due for u in updates],
-                    "fired": [u.fired for u in updates],
-                },
-            )
 
     # Static timers.
 
     def static_states(self, names: Sequence[str] | None = None) -> dict[str, StaticTimerState]:
-        query = select(_STATIC)
+        query = select(STATIC)
         if names is not None:
-            query = query.where(_STATIC.c.name.in_(list(names)))
+            query = query.where(STATIC.c.name.in_(list(names)))
         with self.engine.connect() as connection:
             return {row.name: typed_row(StaticTimerState, row) for row in connection.execute(query)}
-
-    def handle_static(self, names: Sequence[str], handler: Handler[StaticTimerState]) -> int:
-        """Make sure each static timer has a state row, lock the rows no other tick holds, and
-        write back the handler's updates in the same transaction."""
-        if not names:
-            return 0
-        with self.engine.begin() as connection:
-            connection.execute(
-                pg_insert(_STATIC)
-                .values([{"name": name} for name in names])
-                .on_conflict_do_nothing()
-            )
-        query = (
-            select(_STATIC)
-            .where(_STATIC.c.name.in_(list(names)))
-            .order_by(_STATIC.c.name)
-            .with_for_update(skip_locked=True)
-        )
-        with self.engine.begin() as connection:
-            rows = [typed_row(StaticTimerState, row) for row in connection.execute(query)]
-            if rows:
-                for item in handler(connection, rows):
-                    values: dict[str, Any] = {"last_moment": item.moment, "updated_at": func.now()}
-                    if item.fired:
-                        values["last_fired"] = item.moment
-                    connection.execute(
-                        update(_STATIC).where(_STATIC.c.name == item.key).values(**values)
-                    )
-            return len(rows)

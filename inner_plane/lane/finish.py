@@ -5,11 +5,6 @@ rolls back whole."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-
-from sqlalchemy import Connection
-
 from inner_plane import logs
 from inner_plane.activation import (
     NOT_RENDERED,
@@ -19,9 +14,7 @@ from inner_plane.activation import (
 )
 from inner_plane.config import Settings
 from inner_plane.journal import activations, claims, conversation, user_turns
-from inner_plane.lane.records import Step, activation_fields, converse, record
-
-Transaction = Callable[[], AbstractContextManager[Connection]]
+from inner_plane.lane.records import Step, Transaction, activation_fields, converse, record
 
 
 def completed(

@@ -5,14 +5,20 @@ activation's fenced transaction, so a stale holder records nothing."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection
 
+from inner_plane import logs
 from inner_plane.activation import Activation, AgentResult, SettlementPlan, WorkingContext
-from inner_plane.journal import conversation
+from inner_plane.journal import claims, conversation
 from inner_plane.journal.thoughtflow import record_thoughtflow
+
+# A fenced transaction of the lane run (its own connection; see ``Lane._transaction``).
+Transaction = Callable[[], AbstractContextManager[Connection]]
 
 
 @dataclass
@@ -36,6 +42,11 @@ def activation_fields(activation: Activation) -> dict[str, Any]:
         "epoch": activation.epoch,
         "signal_ids": [str(s.id) for s in signals],
     }
+
+
+def log_quarantined(quarantined: list[claims.Quarantined], activation_id: uuid.UUID) -> None:
+    for item in quarantined:
+        logs.emit("quarantined", **item.fields, reason=item.reason, activation=activation_id)
 
 
 def record(

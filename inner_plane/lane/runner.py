@@ -8,44 +8,40 @@ was taken over writes nothing.
 One lane run holds the lease and drains: queued user turns first (a background activation never
 goes before a waiting user), then batches of due signals, until nothing is due or its time slice
 ends; before releasing it re-checks, so a signal that arrived mid-run does not wait for the
-sweeper. What to do at each step is decided by :mod:`inner_plane.lane.decide` (pure); how an
-activation ends is carried out by :mod:`inner_plane.lane.finish`. The lane is built by
-:mod:`inner_plane.wiring`.
+sweeper. What to do at each step is decided by :mod:`inner_plane.lane.decide` (pure) and carried
+out by :mod:`inner_plane.lane.opening`; one activation runs in :mod:`inner_plane.lane.activate`
+and ends through :mod:`inner_plane.lane.finish`. The lane is built by :mod:`inner_plane.wiring`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import redis
 from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
-from inner_plane.activation import Activation, Preempted, UserMessage, WorkingContext
 from inner_plane.agent.port import BaseAgent, Composer
 from inner_plane.attention.wakes import clear_debounce, send_activate
-from inner_plane.journal import activations, claims, conversation, user_turns
+from inner_plane.journal import claims, user_turns
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.leases import LeaseLost, Leases, fence
-from inner_plane.lane import decide, finish
-from inner_plane.lane.guard import Heartbeat, LaneGuard
+from inner_plane.lane import decide
+from inner_plane.lane.activate import Activator
+from inner_plane.lane.guard import Heartbeat
 from inner_plane.lane.notices import lane_notices
-from inner_plane.lane.records import Step, activation_fields, converse
+from inner_plane.lane.opening import open_step
+from inner_plane.lane.records import Step, Transaction
 from inner_plane.outbound.channels import configured_channels
-from inner_plane.outbound.deliver import contact_on_dispositions
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import Signal
 
 MAX_COUNTDOWN_S = decide.MAX_COUNTDOWN_S
 # How long a lane with a user turn waiting blocks on a held lease's liveness lock before
@@ -59,11 +55,6 @@ class LaneOutcome:
     activations: list[uuid.UUID] = field(default_factory=list)
     deferred: str | None = None
     lease_lost: bool = False
-
-
-def _log_quarantined(quarantined: list[claims.Quarantined], activation_id: uuid.UUID) -> None:
-    for item in quarantined:
-        logs.emit("quarantined", **item.fields, reason=item.reason, activation=activation_id)
 
 
 def holder_name() -> str:
@@ -80,8 +71,6 @@ class Lane:
     ) -> None:
         self.runtime = runtime
         self.settings = runtime.settings
-        self.agent = agent
-        self.composer = composer
         self.holder = holder or holder_name()
         self.policy = decide.LanePolicy.of(runtime.settings)
         self.leases = Leases(runtime.engine)
@@ -91,8 +80,7 @@ class Lane:
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
-        # Where escalated and needs_input dispositions reach the user (none: nobody).
-        self.contact_channels = configured_channels(runtime.settings)
+        self.activator = Activator(runtime, agent, composer, configured_channels(runtime.settings))
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -181,7 +169,7 @@ class Lane:
         with connection.begin():
             yield connection
 
-    def _closing(self, delegate_id: str) -> Callable[[], AbstractContextManager[Connection]]:
+    def _closing(self, delegate_id: str) -> Transaction:
         """The transaction that closes an activation, which also reads the delegate's due
         window before it commits: when nothing is due, the drain ends without a transaction of
         its own (the check after the release still sees what arrives meanwhile)."""
@@ -236,223 +224,36 @@ class Lane:
             if step_or_wait.turn_id is None:
                 first = False  # later background batches of this run are drains
             outcome.activations.append(step_or_wait.activation.id)
-            self._run_activation(step_or_wait, lease_lost)
+            self.activator.run(
+                step_or_wait,
+                self.settings,
+                self._transaction,
+                self._closing(delegate_id),
+                lease_lost,
+                self._yield_hint,
+            )
 
     def _next_step(
         self, delegate_id: str, epoch: int, reason: str, first: bool
     ) -> Step | float | None:
-        """Read the due window (fenced), decide, and either return when to look again or open
-        the next activation: claim its batch, insert its row and its first conversation
-        event, all in one transaction."""
+        """Decide from the window the last activation's closing transaction read, if that says
+        idle; else open the next activation (:func:`open_step`, one fenced transaction)."""
         known, self._window_after = self._window_after, None
         if known is not None and known.lease_epoch == epoch and not decide.takes_user_turn(known):
             idle = decide.decide(known, self.policy, first=first, reason=reason)
             if isinstance(idle, decide.Idle):
                 return idle.countdown
-        activation_id = uuid.uuid4()
-        with self._transaction() as connection:
-            window = claims.due_window(connection, delegate_id)
-            if window.lease_epoch != epoch:  # the fence, read FOR SHARE by the same query
-                raise LeaseLost(delegate_id, epoch, window.lease_epoch)
-            turn = (
-                user_turns.next_user_turn(connection, delegate_id, activation_id)
-                if decide.takes_user_turn(window)
-                else None
-            )
-            decision = decide.decide(
-                window,
-                self.policy,
-                first=first,
-                reason=reason,
-                user_turn_channel=None if turn is None else turn.channel,
-            )
-            if isinstance(decision, decide.Idle):
-                return decision.countdown
-            if isinstance(decision, decide.Wait):
-                claims.note_due(
-                    connection,
-                    delegate_id,
-                    "deferred",
-                    f"batching window open ({decision.seconds:.3f} s)",
-                )
-                logs.emit(
-                    "deferred",
-                    delegate=delegate_id,
-                    reason="batching window open",
-                    wait_s=round(decision.seconds, 3),
-                )
-                return decision.seconds
-            if isinstance(decision, decide.DeferForBudget):
-                ids = claims.defer_signals(connection, delegate_id, decision.until, decision.reason)
-                logs.emit(
-                    "deferred",
-                    delegate=delegate_id,
-                    reason=decision.reason,
-                    until=decision.until,
-                    signal_ids=[str(i) for i in ids],
-                )
-                return None
-            if decision.background_waits and turn is not None:
-                logs.emit(
-                    "deferred", delegate=delegate_id, reason="user turn waiting", turn=turn.id
-                )
-            dead = claims.kill_exhausted(connection, delegate_id) if window.exhausted else []
-            batch = claims.claim_batch(
-                connection,
-                delegate_id,
-                activation_id,
-                self.settings.batch_limit,
-                # A user turn breaks a chain: the loop guard follows autonomous work only.
-                chain_limit=self.settings.loop_chain_limit if turn is None else None,
-            )
-            claimed = batch.signals
-            _log_quarantined(batch.quarantined, activation_id)
-            for item in batch.stopped:
-                logs.emit(
-                    "loop_stopped", **item.fields, reason=item.reason, activation=activation_id
-                )
-            if turn is None and not claimed:
-                for signal in dead:
-                    logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
-                return None
-            activations.insert_activation(
-                connection,
-                activation_id=activation_id,
-                delegate_id=delegate_id,
-                trigger=decision.trigger.value,
-                reason=decision.reason,
-                epoch=epoch,
-                holder=self.holder,
-                signal_ids=[s.id for s in claimed],
-                turn_id=None if turn is None else turn.id,
-                attempts=max((s.attempts for s in claimed), default=1),
-                agent=getattr(self.agent, "name", type(self.agent).__name__),
-                chain_depth=batch.chain_depth,
-            )
-            activation = Activation(
-                id=activation_id,
-                delegate_id=delegate_id,
-                trigger=decision.trigger,
-                epoch=epoch,
-                now=window.now,
-                signals=tuple(claimed),
-                user_message=None
-                if turn is None
-                else UserMessage(turn.text, turn.channel, turn.id),
-            )
-            if turn is None:
-                opening = conversation.ACTIVATION_STARTED
-            elif conversation.turn_has_message(connection, turn.id):
-                opening = conversation.TURN_RESUMED  # pre-empted before: its message stands
-            else:
-                opening = conversation.USER_MESSAGE
-            converse(connection, activation, opening, {"reason": decision.reason})
-            if turn is not None and claimed:
-                converse(connection, activation, conversation.CONTEXT_ATTACHED, {})
-        for signal in dead:
-            logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
-        logs.emit("batch", **activation_fields(activation), reason=decision.reason)
-        return Step(activation, None if turn is None else turn.id)
-
-    # --- one activation -------------------------------------------------------------------
-
-    def _run_activation(self, step: Step, lease_lost: threading.Event) -> None:
-        activation = step.activation
-        guard = LaneGuard(
-            lambda: single_statement(self.runtime.engine),
-            activation.delegate_id,
-            activation.epoch,
-            str(activation.id),
-            activation.trigger,
-            lease_lost,
-            self._yield_hint,
+        return open_step(
+            self._transaction,
+            self.settings,
+            self.policy,
+            delegate_id=delegate_id,
+            epoch=epoch,
+            holder=self.holder,
+            agent_name=self.activator.agent_name,
+            reason=reason,
+            first=first,
         )
-        started = time.monotonic()
-        context: WorkingContext | None = None
-        # Wake latency: from the oldest signal of the batch entering the journal to this start.
-        oldest = min((s.created_at for s in activation.signals), default=None)
-        waited = {} if oldest is None else {"waited_ms": _ms_since(oldest)}
-        logs.emit("started", **activation_fields(activation), agent=self.agent.name, **waited)
-        try:
-            context = self._compose_isolating(step)
-            activation = step.activation
-            guard.safe_point()
-            result = self.agent.run(context, guard)
-        except LeaseLost:
-            raise
-        except Preempted as preempted:
-            finish.interrupted(
-                self._closing(activation.delegate_id),
-                step,
-                preempted.reason,
-                context,
-                time.monotonic() - started,
-                preempted.partial,
-            )
-            return
-        except Exception as error:  # the agent or composer failed: bounded retry
-            finish.failed(
-                self._closing(activation.delegate_id),
-                self.settings,
-                step,
-                f"{type(error).__name__}: {error}",
-                context,
-                time.monotonic() - started,
-                # What an agent did before failing (AgentRunFailed.partial), for the ThoughtFlow.
-                getattr(error, "partial", None),
-            )
-            return
-        finish.completed(
-            self._closing(activation.delegate_id), step, context, result, time.monotonic() - started
-        )
-        if self.contact_channels:
-            try:
-                contact_on_dispositions(
-                    self.runtime,
-                    self.contact_channels,
-                    activation,
-                    result.settlements,
-                    result.reply,
-                )
-            except LeaseLost:
-                raise
-            except Exception as error:  # contact is best effort; the settlement stands
-                logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
-
-    def _compose_isolating(self, step: Step) -> WorkingContext:
-        """Compose; if that fails, find the claimed signals that cannot be composed even alone,
-        quarantine each of them (fenced), and compose the rest. A failure no single signal
-        explains is the activation's (bounded retry), as before."""
-        activation = step.activation
-        try:
-            return self.composer.compose(activation)
-        except (LeaseLost, Preempted):
-            raise
-        except Exception:
-            if not activation.signals:
-                raise
-        culprits: list[tuple[Signal, str]] = []
-        for signal in activation.signals:
-            alone = dataclasses.replace(activation, signals=(signal,), user_message=None)
-            try:
-                self.composer.compose(alone)
-            except (LeaseLost, Preempted):
-                raise
-            except Exception as error:
-                culprits.append((signal, f"cannot be composed: {type(error).__name__}: {error}"))
-        if not culprits:
-            return self.composer.compose(activation)  # raises again: the activation failed
-        with self._transaction() as connection:
-            fence(connection, activation.delegate_id, activation.epoch)
-            claims.quarantine(connection, activation.id, [(s.id, r) for s, r in culprits])
-        _log_quarantined(
-            [claims.Quarantined(s.id, logs.of_signal(s), r) for s, r in culprits], activation.id
-        )
-        bad = {s.id for s, _ in culprits}
-        step.activation = dataclasses.replace(
-            activation, signals=tuple(s for s in activation.signals if s.id not in bad)
-        )
-        return self.composer.compose(step.activation)
 
     # --- after the lease is released -------------------------------------------------------
 
@@ -468,7 +269,3 @@ class Lane:
             send_activate(self.runtime, delegate_id, countdown)
         except Exception as error:  # the sweeper recovers from the journal
             logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
-
-
-def _ms_since(moment: datetime) -> float:
-    return round(max(0.0, (datetime.now(UTC) - moment).total_seconds() * 1000), 1)

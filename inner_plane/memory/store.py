@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from inner_plane.journal import memories as journal
 from inner_plane.memory.query import cue_words, query_text
@@ -58,6 +58,22 @@ class MemoryInputError(ValueError):
         self.reason = reason
 
 
+class MemoryJson(TypedDict):
+    """A memory as the CLI and the tools show it (JSON-ready)."""
+
+    id: str
+    delegate_id: str
+    kind: str
+    content: str
+    relation: str
+    related_ids: list[str]
+    source: str
+    signal_id: str | None
+    superseded_by: str | None
+    created_at: str
+    rank: NotRequired[float]  # recall's score
+
+
 @dataclass(frozen=True)
 class Memory:
     id: uuid.UUID
@@ -73,7 +89,7 @@ class Memory:
     rank: float | None = None
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Memory:
+    def from_record(cls, record: journal.MemoryRecord, rank: float | None = None) -> Memory:
         return cls(
             id=record["id"],
             delegate_id=record["delegate_id"],
@@ -85,23 +101,25 @@ class Memory:
             signal_id=record["signal_id"],
             superseded_by=record["superseded_by"],
             created_at=record["created_at"],
-            rank=record.get("rank"),
+            rank=rank,
         )
 
-    def public(self) -> dict[str, Any]:
-        return {
-            "id": str(self.id),
-            "delegate_id": self.delegate_id,
-            "kind": self.kind.value,
-            "content": self.content,
-            "relation": self.relation.value,
-            "related_ids": [str(i) for i in self.related_ids],
-            "source": self.source,
-            "signal_id": None if self.signal_id is None else str(self.signal_id),
-            "superseded_by": None if self.superseded_by is None else str(self.superseded_by),
-            "created_at": self.created_at.isoformat(),
-            **({} if self.rank is None else {"rank": self.rank}),
-        }
+    def public(self) -> MemoryJson:
+        shown = MemoryJson(
+            id=str(self.id),
+            delegate_id=self.delegate_id,
+            kind=self.kind.value,
+            content=self.content,
+            relation=self.relation.value,
+            related_ids=[str(i) for i in self.related_ids],
+            source=self.source,
+            signal_id=None if self.signal_id is None else str(self.signal_id),
+            superseded_by=None if self.superseded_by is None else str(self.superseded_by),
+            created_at=self.created_at.isoformat(),
+        )
+        if self.rank is not None:
+            shown["rank"] = self.rank
+        return shown
 
 
 @dataclass(frozen=True)
@@ -279,4 +297,4 @@ def recall(
     runtime = runtime or get_runtime()
     with runtime.engine.connect() as connection:
         rows = journal.recall(connection, delegate_id, query_text(cue_words([cue])), limit)
-    return [Memory.from_record(row) for row in rows]
+    return [Memory.from_record(row, row["rank"]) for row in rows]

@@ -21,11 +21,12 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from typing import Any
-
-import redis
+from typing import TYPE_CHECKING, Any
 
 from inner_plane import logs, redis_keys
+
+if TYPE_CHECKING:
+    import redis
 
 MAX_SOURCES = 50
 TOP_DELEGATES = 10
@@ -137,6 +138,8 @@ class Recorder:
         return known
 
     def flush(self) -> None:
+        import redis  # here: a process that records nothing (a CLI read) never loads it
+
         with self._lock:
             pending, self._pending = self._pending, defaultdict(float)
         if not pending:
@@ -200,6 +203,7 @@ def families(
     redis_client: redis.Redis | None, engine: Any, broker: redis.Redis | None, queues: list[str]
 ) -> Iterator[Any]:
     """Every metric family, read now (prometheus_client's ``collect`` protocol)."""
+    import redis
     from prometheus_client.core import (
         CounterMetricFamily,
         GaugeMetricFamily,

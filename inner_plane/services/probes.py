@@ -21,6 +21,9 @@ from inner_plane import redis_keys
 _PRIORITY_SEPARATOR = "\x06\x16"
 _PRIORITY_STEPS = (3, 6, 9)
 
+# kombu's Redis transport: the bindings of Celery's broadcast exchange `celery.pidbox`.
+_PIDBOX_BINDINGS = "_kombu.binding.celery.pidbox"
+
 # The store of beat's last tick is written by `beat_schedule.PlaneScheduler`.
 _RECORD_TICK = "local t = redis.call('TIME'); redis.call('SET', KEYS[1], t[1]); return t[1]"
 
@@ -85,6 +88,20 @@ def queue_depths(client: redis.Redis, queues: list[str]) -> dict[str, int]:
         queue: int(sum(counts[i * per_queue : (i + 1) * per_queue]))
         for i, queue in enumerate(queues)
     }
+
+
+def broadcast_listeners(client: redis.Redis) -> int | None:
+    """How many Celery workers listen for broadcasts (ping, inspect) on this Redis broker; None
+    if unknown. kombu fans a broadcast out with PUBLISH to PSUBSCRIBErs, so no pattern
+    subscription on the server means no worker. Otherwise each running worker's
+    ``NODE.celery.pidbox`` queue is bound in ``_kombu.binding.celery.pidbox`` (removed when it
+    stops; one killed outright leaves a stale one: the ping then waits out its timeout)."""
+    try:
+        if int(client.pubsub_numpat()) == 0:
+            return 0
+        return len(client.smembers(_PIDBOX_BINDINGS)) or None
+    except redis.RedisError:
+        return None
 
 
 def is_redis_url(url: str) -> bool:

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from inner_plane.services.embedded import EmbeddedServiceError, EmbeddedServices, stop_with_parent
+from inner_plane.services.embedded import EmbeddedServiceError, EmbeddedServices
 from inner_plane.services.processes import ProcessSpec
+from inner_plane.services.server_process import stop_with_parent
 
 # A child's line worth the console: the plane's own records and anything that looks like an error.
 _NOTEWORTHY = re.compile(

@@ -2,13 +2,16 @@
 per moment.
 
 Beat runs it every ``INNER_PLANE_TIMERS_TICK_S`` seconds on the ``periodic`` queue. Correctness
-does not depend on there being one beat or one tick at a time: each moment's signal has the dedup
-key ``timer:{name}:{scheduled_for}``, so the journal keeps one. A short Redis lock only spares
-the work of redundant ticks when two beats run.
+does not depend on there being one beat or one tick at a time: a batch's cursors move only where
+they still stand as read, in the statement that journals their moments' signals
+(``journal.timer_ticks``), and each moment's signal has the dedup key
+``timer:{name}:{scheduled_for}``, so the journal keeps one. A short Redis lock only spares the
+work of redundant ticks when two beats run.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,22 +20,26 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
-from inner_plane.journal.timers import CursorUpdate, TimerJournal, TimerRecord
-from inner_plane.publish import Journaled, journal_drafts, validate
+from inner_plane.journal.timer_ticks import CursorUpdate, DueTimer, TickJournal
+from inner_plane.journal.timers import TimerJournal, TimerRecord
+from inner_plane.publish import DraftRows, SignalDraft, validate
 from inner_plane.runtime import Runtime, get_runtime
-from inner_plane.signals.model import Mode
+from inner_plane.signals.model import Mode, derive_signal_id, is_identifier, within_window
 from inner_plane.timers.policy import Decision, Missed, Outcome, decide
 from inner_plane.timers.schedule import Cron, Interval, Once, Schedule, moment_key
-from inner_plane.timers.spec import EPOCH, TimerSpec
+from inner_plane.timers.spec import EPOCH, MAX_PURPOSE, TimerSpec
 from inner_plane.timers.static import StaticTimers, timers_file
 
 KIND = "timer.due"
 SOURCE = "timers"
 # Bounds one tick's work on dynamic timers; the rest wait for the next tick.
 MAX_ROUNDS = 20
+_MODES = frozenset(mode.value for mode in Mode)
+# Far above any recurrence a valid timer describes ("cron <five fields> (<zone>)"): with the
+# purpose's own bound it keeps a timer's signal data far below the model's size limit.
+_MAX_RECURRENCE = 1_000
 
 
 @dataclass
@@ -69,6 +76,27 @@ class _Timer:
     # The activation whose tool set this timer: every moment it publishes names it (loop guard).
     caused_by: uuid.UUID | None = None
 
+    @functools.cached_property
+    def recurrence(self) -> str:
+        return self.schedule.describe()
+
+    @functools.cached_property
+    def model_accepts(self) -> bool:
+        """Whether the signal model accepts every field the tick takes from this timer. TimerSpec
+        checked them when the timer was stored or loaded; a row can still be edited behind the
+        model's back, so the tick checks again, cheaply, before it trusts them."""
+        purpose, recurrence, priority = self.purpose, self.recurrence, self.priority
+        return (
+            is_identifier(self.delegate_id)
+            and is_identifier(self.name)
+            and self.mode in _MODES
+            and (priority is None or (type(priority) is int and 0 <= priority <= 100))
+            and 0 < len(purpose) <= MAX_PURPOSE
+            and len(recurrence) <= _MAX_RECURRENCE
+            and "\x00" not in purpose
+            and "\x00" not in recurrence
+        )
+
 
 def signal_for(timer: _Timer, moment: datetime) -> dict[str, Any]:
     """The ``timer.due`` signal of one moment: identity, scheduled time, recurrence, purpose."""
@@ -81,7 +109,7 @@ def signal_for(timer: _Timer, moment: datetime) -> dict[str, Any]:
         "data": {
             "timer": timer.name,
             "scheduled_for": scheduled_for,
-            "recurrence": timer.schedule.describe(),
+            "recurrence": timer.recurrence,
             "purpose": timer.purpose,
         },
         "dedup_key": f"timer:{timer.name}:{scheduled_for}",
@@ -94,9 +122,34 @@ def signal_for(timer: _Timer, moment: datetime) -> dict[str, Any]:
     return signal
 
 
-def schedule_of_row(row: TimerRecord) -> Schedule:
+# What every timer.due draft shares, validated once; each moment's draft is a copy of it.
+_TEMPLATE = SignalDraft.parse({"kind": KIND, "source": SOURCE})
+
+
+def _draft(timer: _Timer, moment: datetime) -> SignalDraft:
+    """The moment's signal as a draft. Copied from the validated template without validating it
+    again (validation is a third of the tick's own work per due moment; ``model_construct`` costs
+    as much) only where validation could neither refuse nor change it: every field is the tick's
+    own (kind, source, the dedup key of a checked name and a UTC moment, the id the model derives
+    from that key) or a timer field ``model_accepts`` checked. Anything else goes through
+    ``validate``, which refuses it as before."""
+    signal = signal_for(timer, moment)
+    if not (timer.model_accepts and within_window(moment)):
+        return validate(signal, via="beat")
+    signal["mode"] = Mode(timer.mode)
+    signal["id"] = derive_signal_id(timer.delegate_id, SOURCE, signal["dedup_key"])
+    return _TEMPLATE.model_copy(update=signal)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _cron(expr: str, timezone: str) -> Cron:
+    # One per expression and zone, reused across ticks: its parsed fields are computed once.
+    return Cron(expr, timezone)
+
+
+def schedule_of_row(row: TimerRecord | DueTimer) -> Schedule:
     if row["cron"] is not None:
-        return Cron(row["cron"], row["timezone"])
+        return _cron(row["cron"], row["timezone"])
     if row["every_s"] is not None and row["start_at"] is not None:
         return Interval(timedelta(seconds=row["every_s"]), row["start_at"])
     if row["at"] is not None:
@@ -105,7 +158,7 @@ def schedule_of_row(row: TimerRecord) -> Schedule:
     raise ValueError(f"timer {row['id']}: no schedule (cron, every_s from start_at, or at)")
 
 
-def _dynamic(row: TimerRecord) -> _Timer:
+def _dynamic(row: DueTimer) -> _Timer:
     return _Timer(
         key=row["id"],
         name=row["name"],
@@ -116,7 +169,7 @@ def _dynamic(row: TimerRecord) -> _Timer:
         priority=row["priority"],
         missed=Missed(row["missed"]),
         catch_up_s=row["catch_up_s"],
-        caused_by=row.get("caused_by"),
+        caused_by=row["caused_by"],
     )
 
 
@@ -135,30 +188,25 @@ def _static(spec: TimerSpec) -> _Timer:
 
 
 class _Run:
-    """One tick's bookkeeping: decide each locked timer, publish, return cursor updates."""
+    """One tick's bookkeeping: decide each timer read, write the batch back, announce."""
 
     def __init__(self, runtime: Runtime, now: datetime, report: TickReport) -> None:
         self.runtime = runtime
         self.now = now
         self.report = report
         self.grace_s = runtime.settings.timers_grace_s
-        self.journaled: list[Journaled] = []
-
-    def committed(self) -> None:
-        """After each locking transaction committed: log what it journaled, schedule wakes."""
-        for journaled in self.journaled:
-            self.report.deduplicated += sum(1 for r in journaled.announce() if r.deduplicated)
-        self.journaled.clear()
+        self.journal = TickJournal(runtime.engine)
 
     def handle(
-        self,
-        connection: Connection,
-        timers: Sequence[tuple[_Timer, datetime]],
-        dynamic: bool = False,
-    ) -> list[CursorUpdate]:
+        self, timers: Sequence[tuple[_Timer, datetime | None, datetime]], dynamic: bool = False
+    ) -> None:
+        """Decide each (timer, stored cursor, effective cursor) and write the batch back in one
+        statement: the moments that fire are journaled there only with their cursor's move (a
+        timer another tick moved meanwhile is left to it: not logged, not counted here)."""
         decided: list[tuple[_Timer, Decision]] = []
         updates: list[CursorUpdate] = []
-        for timer, cursor in timers:
+        drafts: list[SignalDraft] = []
+        for timer, stored, cursor in timers:
             decision = decide(
                 timer.schedule,
                 cursor,
@@ -167,31 +215,34 @@ class _Run:
                 catch_up_s=timer.catch_up_s,
                 grace_s=self.grace_s,
             )
-            if decision.cursor_moves:
-                decided.append((timer, decision))
-            elif dynamic:
-                # Selected as due yet nothing is due: store the recomputed next moment so the
-                # row does not come back every tick.
-                updates.append(CursorUpdate(timer.key, cursor, False, decision.next_due))
-        firing = [(t, d) for t, d in decided if d.fires]
-        if firing:
-            # Every due moment of this round in one insert, in the transaction that moves the
-            # cursors: a cursor moves exactly when its signal is journaled.
-            drafts = [
-                validate(signal_for(t, d.moment), via="beat")
-                for t, d in firing
-                if d.moment is not None
-            ]
-            self.journaled.append(
-                journal_drafts(connection, drafts, runtime=self.runtime, via="beat")
-            )
-        for timer, decision in decided:
-            assert decision.moment is not None
-            self._log(timer, decision)
+            if decision.moment is None:
+                if dynamic:
+                    # Selected as due yet nothing is due: store the recomputed next moment so the
+                    # row does not come back every tick.
+                    updates.append(
+                        CursorUpdate(timer.key, stored, cursor, False, decision.next_due)
+                    )
+                continue
+            signal_id = None
+            if decision.fires:
+                draft = _draft(timer, decision.moment)
+                drafts.append(draft)
+                signal_id = draft.id
+            decided.append((timer, decision))
             updates.append(
-                CursorUpdate(timer.key, decision.moment, decision.fires, decision.next_due)
+                CursorUpdate(
+                    timer.key, stored, decision.moment, decision.fires, decision.next_due, signal_id
+                )
             )
-        return updates
+        rows = DraftRows(drafts, self.runtime, via="beat")
+        advanced = self.journal.advance(updates, rows.rows(), static=not dynamic)
+        kept = {u.signal_id for u in updates if u.signal_id is not None and u.key in advanced.moved}
+        journaled = rows.journaled(kept, advanced.inserted)
+        for timer, decision in decided:
+            if timer.key in advanced.moved:
+                self._log(timer, decision)
+        results = journaled.announce()  # committed: log, wake
+        self.report.deduplicated += sum(1 for r in results if r.deduplicated)
 
     def _log(self, timer: _Timer, decision: Decision) -> None:
         assert decision.moment is not None
@@ -244,8 +295,7 @@ def tick(runtime: Runtime | None = None, now: datetime | None = None) -> TickRep
     settings = runtime.settings
     if settings.timers_leader_lock and not _take_leader(runtime):
         return TickReport(ran=False)
-    journal = TimerJournal(runtime.engine)
-    now = now or journal.now()
+    now = now or TimerJournal(runtime.engine).now()
     report = TickReport(ran=True, now=now)
     run = _Run(runtime, now, report)
 
@@ -254,28 +304,34 @@ def tick(runtime: Runtime | None = None, now: datetime | None = None) -> TickRep
     if reread and source.error is not None:
         logs.emit("timers_file_invalid", source=SOURCE, reason=str(source.error))
     by_name = {spec.name: _static(spec) for spec in specs}
-    report.static_timers = journal.handle_static(
-        sorted(by_name),
-        lambda connection, rows: run.handle(
-            connection,
-            [(by_name[row["name"]], row["last_moment"] or row["first_seen_at"]) for row in rows],
-        ),
+    states = run.journal.static_states(sorted(by_name))
+    report.static_timers = len(states)
+    run.handle(
+        [
+            (
+                by_name[state["name"]],
+                state["last_moment"],
+                state["last_moment"] or state["first_seen_at"],
+            )
+            for state in states
+        ]
     )
-    run.committed()
 
+    # A batch's timers leave the due set once handled (their next moment is after now), so each
+    # round reads new ones; MAX_ROUNDS bounds a tick facing a backlog, the rest wait a tick.
     batch = settings.timers_batch
     for _ in range(MAX_ROUNDS):
-        handled = journal.handle_due(
-            now,
-            batch,
-            lambda connection, rows: run.handle(
-                connection,
-                [(_dynamic(row), row["last_moment"] or row["created_at"]) for row in rows],
-                dynamic=True,
-            ),
+        rows = run.journal.due(now, batch)
+        report.dynamic_timers += len(rows)
+        run.handle(
+            [
+                (_dynamic(row), row["last_moment"], row["last_moment"] or row["created_at"])
+                for row in rows
+            ],
+            dynamic=True,
         )
-        run.committed()
-        report.dynamic_timers += handled
-        if handled < batch:
+        if len(rows) < batch:
             break
+    else:
+        logs.emit("timers_backlog", source=SOURCE, rounds=MAX_ROUNDS, batch=batch)
     return report

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ from inner_plane.signals.model import MAX_DATA_BYTES, SignalDraft, derive_signal
 from tests.support.broker import SessionBroker
 from tests.support.processes import ChildProcess, start_celery_worker
 from tests.support.stores import ROOT, Stores
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
@@ -33,17 +33,6 @@ def worker(stores: Stores, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     started = start_celery_worker("signals-acc", stores.env(), log_dir, queues="signals")
     yield started
     started.stop()
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def task_lines(worker: ChildProcess, task_id: str, after: int) -> list[str]:

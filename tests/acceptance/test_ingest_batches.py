@@ -19,17 +19,9 @@ from inner_plane.runtime import Runtime
 from inner_plane.signals.model import derive_signal_id
 from tests.support.processes import ChildProcess, start_celery_worker
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
 
 
 def signal(n: int) -> dict[str, Any]:

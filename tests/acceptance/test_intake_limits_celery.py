@@ -9,10 +9,11 @@ import pytest
 
 from inner_plane import celery_bridge, logs
 from inner_plane.runtime import Runtime, redis_client
-from tests.acceptance.test_celery_publish import queue_is_drained, wait_task_done, wait_until
+from tests.acceptance.test_celery_publish import queue_is_drained, wait_task_done
 from tests.support.intake_limits import limits_for
 from tests.support.processes import ChildProcess, start_celery_worker
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 CELERY_LIMITS = limits_for("celery")
 

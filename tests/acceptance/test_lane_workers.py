@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,9 @@ from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import State
 from tests.support.broker import SessionBroker
-from tests.support.processes import ChildProcess, celery_worker
+from tests.support.processes import ChildProcess, start_celery_workers
 from tests.support.stores import ROOT, Stores
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
@@ -48,17 +48,6 @@ BASE_ENV = {
 }
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 45.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        time.sleep(0.05)
-
-
 def start_workers(
     children: list[ChildProcess],
     stores: Stores,
@@ -71,11 +60,8 @@ def start_workers(
     environment = stores.env(
         **{**BASE_ENV, **env}, INNER_PLANE_AGENT_SCRIPT=json.dumps(script or {"steps": 1})
     )
-    workers = [celery_worker(name, environment, log_dir, queues=queues).start() for name in names]
-    children.extend(workers)
-    for worker in workers:
-        worker.wait_for(" ready.", 60)
-    return workers
+    started = start_celery_workers(children, environment, log_dir, dict.fromkeys(names, queues))
+    return list(started.values())
 
 
 def activations(rt: Runtime, delegate: str = "default") -> list[ActivationRecord]:
@@ -119,8 +105,8 @@ def test_four_workers_under_a_burst_never_overlap_and_deliver_everything(
             send_activate(runtime, "default")
         time.sleep(0.05)
 
-    wait_until(lambda: all_delivered(runtime, 200), 90, "200 delivered")
-    wait_until(lambda: all(r.finished_at for r in activations(runtime)), 20, "all finished")
+    wait_until(lambda: all_delivered(runtime, 200), "200 delivered", 90)
+    wait_until(lambda: all(r.finished_at for r in activations(runtime)), "all finished", 20)
 
     records = activations(runtime)
     assert overlaps(records) == 0
@@ -154,7 +140,7 @@ def test_a_paused_holder_whose_lease_was_taken_over_writes_nothing(
         children, _stores(runtime), log_dir, ["paused"], {"steps": 8, "step_s": 0.5}
     )
     signal_id = publish(kind="task.completed", source="copilot").id
-    stale = wait_until(lambda: _running(runtime), 30, "running activation")
+    stale = wait_until(lambda: _running(runtime), "running activation", 30)
 
     os.killpg(worker.pid, signal.SIGSTOP)
     try:
@@ -192,7 +178,7 @@ def test_kill_9_mid_run_is_recovered_with_bounded_attempts(runtime, children, lo
         children, _stores(runtime), log_dir, ["victim"], {"steps": 20, "step_s": 0.5}
     )
     signal_id = publish(kind="task.completed", source="copilot").id
-    killed = wait_until(lambda: _running(runtime), 30, "running activation")
+    killed = wait_until(lambda: _running(runtime), "running activation", 30)
     victim.kill(signal.SIGKILL)
 
     start_workers(children, _stores(runtime), log_dir, ["survivor"], {"steps": 1})
@@ -204,7 +190,7 @@ def test_kill_9_mid_run_is_recovered_with_bounded_attempts(runtime, children, lo
     if not is_amqp(runtime.settings.effective_broker_url):
         assert report.recovered == ["default"]
 
-    wait_until(lambda: all_delivered(runtime, 1), 30, "delivered after recovery")
+    wait_until(lambda: all_delivered(runtime, 1), "delivered after recovery", 30)
     signal_row = runtime.signals.get(signal_id)
     assert signal_row is not None and signal_row.attempts == 2
     records = activations(runtime)
@@ -220,7 +206,7 @@ def test_redis_flushed_mid_run_loses_no_wake_and_never_doubles_an_activation(
         children, _stores(runtime), log_dir, ["flush1", "flush2"], {"steps": 6, "step_s": 0.3}
     )
     first = publish(kind="task.completed", source="copilot").id
-    wait_until(lambda: _running(runtime), 30, "running activation")
+    wait_until(lambda: _running(runtime), "running activation", 30)
 
     runtime.redis.flushdb()  # the activation lock, debounce keys and queued messages are gone
     second = publish(kind="task.completed", source="copilot").id  # a wake while the lock is gone
@@ -237,7 +223,7 @@ def test_redis_flushed_mid_run_loses_no_wake_and_never_doubles_an_activation(
             for i in (first, second, third)
         )
 
-    wait_until(settled, 60, "all three delivered")
+    wait_until(settled, "all three delivered", 60)
     assert overlaps(activations(runtime)) == 0
     assert overlaps(activations(runtime, "other")) == 0
 
@@ -256,7 +242,7 @@ def test_fifty_wakes_in_one_window_make_exactly_one_activation(runtime, children
         publish(kind="memory.consolidated", source="memory", data={"n": n}).id for n in range(50)
     }
 
-    wait_until(lambda: all_delivered(runtime, 50), 30, "50 delivered")
+    wait_until(lambda: all_delivered(runtime, 50), "50 delivered", 30)
     [record] = activations(runtime)
     assert set(record.signal_ids) == ids
 
@@ -269,8 +255,8 @@ def test_user_turn_runs_before_a_queued_background_activation(runtime, children,
     start_workers(children, _stores(runtime), log_dir, ["turns"], {"steps": 1, "reply": "ok"})
     wait_until(
         lambda: (t := ActivationJournal(runtime.engine).user_turn(turn_id)) and t.state == "done",
-        30,
         "user turn done",
+        30,
     )
     first = activations(runtime)[0]
     assert first.trigger == "user_turn" and first.turn_id == turn_id
@@ -299,7 +285,7 @@ def test_user_turn_task_from_another_process_is_queued_once_per_message(
         children, _stores(runtime), log_dir, ["phone"], {"reply": "hi"}, queues="user_turns"
     )
     start_workers(children, _stores(runtime), log_dir, ["lane"], {"reply": "hi"})
-    wait_until(lambda: len(activations(runtime)) == 1, 30, "the turn ran")
+    wait_until(lambda: len(activations(runtime)) == 1, "the turn ran", 30)
     worker.wait_for("delegate_id", 30)  # the bad message was rejected
     time.sleep(0.5)
     with runtime.engine.connect() as connection:
@@ -312,10 +298,10 @@ def test_interrupts_preempt_a_running_turn_only_when_permitted(runtime, children
     journal = ActivationJournal(runtime.engine)
 
     turn = user_turn("default", "long question", "text", runtime)
-    wait_until(lambda: _running(runtime), 30, "user turn running")
+    wait_until(lambda: _running(runtime), "user turn running", 30)
     downgraded = publish(kind="task.completed", source="copilot", mode="interrupt").id
-    wait_until(lambda: journal.user_turn(turn).state == "done", 30, "first turn done")  # type: ignore[union-attr]
-    wait_until(lambda: all_delivered(runtime, 1), 30, "downgraded wake delivered")
+    wait_until(lambda: journal.user_turn(turn).state == "done", "first turn done", 30)  # type: ignore[union-attr]
+    wait_until(lambda: all_delivered(runtime, 1), "downgraded wake delivered", 30)
     first_round = activations(runtime)
     assert [(r.trigger, r.state) for r in first_round] == [
         ("user_turn", "completed"),
@@ -324,9 +310,9 @@ def test_interrupts_preempt_a_running_turn_only_when_permitted(runtime, children
     assert first_round[1].signal_ids == [downgraded]
 
     turn2 = user_turn("default", "another long one", "text", runtime)
-    wait_until(lambda: (r := _running(runtime)) and r.turn_id == turn2, 30, "second turn running")
+    wait_until(lambda: (r := _running(runtime)) and r.turn_id == turn2, "second turn running", 30)
     alert = publish(kind="system.alert", source="ops", mode="interrupt").id
-    wait_until(lambda: journal.user_turn(turn2).state == "done", 30, "second turn done")  # type: ignore[union-attr]
+    wait_until(lambda: journal.user_turn(turn2).state == "done", "second turn done", 30)  # type: ignore[union-attr]
     second_round = activations(runtime)[2:]
     assert [(r.trigger, r.state) for r in second_round] == [
         ("user_turn", "interrupted"),
@@ -358,7 +344,7 @@ def test_poisoned_signal_ends_dead_and_an_operator_retry_brings_it_back(
         row = runtime.signals.get(poison)
         return row is not None and row.state is State.DEAD
 
-    wait_until(dead, 60, "poisoned signal dead")
+    wait_until(dead, "poisoned signal dead", 60)
     row = runtime.signals.get(poison)
     assert row is not None and row.attempts == 3 and "scripted failure" in (row.last_error or "")
     failed = [r for r in activations(runtime) if r.state == "failed"]
@@ -376,6 +362,6 @@ def test_poisoned_signal_ends_dead_and_an_operator_retry_brings_it_back(
     assert retried.returncode == 0, retried.stderr
     events = [e.event for e in ActivationJournal(runtime.engine).events(poison)]
     assert "retried" in events
-    wait_until(dead, 60, "dead again after the retry was attempted")
+    wait_until(dead, "dead again after the retry was attempted", 60)
     after = [e.event for e in ActivationJournal(runtime.engine).events(poison)]
     assert after.index("retried") < len(after) - 1  # it was claimed again after the retry

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 import string
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -36,8 +35,9 @@ from inner_plane.signals.model import (
     SignalDraft,
     SignalError,
 )
-from tests.support.processes import ChildProcess, celery_worker
+from tests.support.processes import ChildProcess, start_celery_workers
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
@@ -167,25 +167,8 @@ def workers(
 ) -> Iterator[list[ChildProcess]]:
     redis_client(stores.redis_url).flushdb()
     env = stores.env(**WORKER_ENV)
-    started = [
-        celery_worker("prop-signals", env, log_dir, queues="signals").start(),
-        celery_worker("prop-lane", env, log_dir, queues="activation").start(),
-    ]
-    children.extend(started)
-    for worker in started:
-        worker.wait_for(" ready.", 60)
-    yield started
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 240.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+    queues = {"prop-signals": "signals", "prop-lane": "activation"}
+    yield list(start_celery_workers(children, env, log_dir, queues).values())
 
 
 def _unsettled(runtime: Runtime, turns: dict[str, uuid.UUID], wakes: dict[str, uuid.UUID]) -> Any:
@@ -226,7 +209,9 @@ def test_every_accepted_signal_leaves_its_delegate_answering(
         for d in delegates
     }
     turns = {d: user_turn(d, "are you there?", runtime=runtime) for d in delegates}
-    wait_until(lambda: not _unsettled(runtime, turns, wakes), "every turn answered, wake settled")
+    wait_until(
+        lambda: not _unsettled(runtime, turns, wakes), "every turn answered, wake settled", 240
+    )
     with runtime.engine.connect() as connection:
         stuck = connection.execute(
             text("SELECT count(*) FROM signals WHERE state = 'claimed'")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +21,12 @@ from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.chat_wire import ChatReply, ChatServer, call
 from tests.support.model_wire import ModelServer, Served, slow
-from tests.support.processes import ChildProcess, celery_worker
+from tests.support.processes import ChildProcess, start_celery_workers
 from tests.support.responses_wire import ResponsesServer, function_call, message
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-    return value
 
 
 def _items(body: dict[str, Any], key: str, value: str) -> bool:
@@ -93,19 +84,14 @@ def test_a_user_turn_stops_an_in_flight_stream_and_is_answered_first(
             INNER_PLANE_BATCH_QUIET_MS="50",
             INNER_PLANE_BATCH_MAX_AGE_MS="300",
         )
-        workers = [
-            celery_worker("streaming", env, log_dir, queues="activation").start(),
-            celery_worker("turns", env, log_dir, queues=celery_bridge.USER_TURNS_QUEUE).start(),
-        ]
-        children.extend(workers)
-        for worker in workers:
-            worker.wait_for(" ready.", 60)
+        queues = {"streaming": "activation", "turns": celery_bridge.USER_TURNS_QUEUE}
+        start_celery_workers(children, env, log_dir, queues)
 
         background = publish(kind="task.completed", source="copilot", data={"task_id": "T9"})
         stalled: Served = wait_until(
             lambda: next((s for s in server.served if _second_background_step(s.body)), None),
-            60,
             "the background activation's stalled call",
+            60,
         )
         journal = ActivationJournal(runtime.engine)
         # A chat front-end in another process sends the turn by task name only.
@@ -117,14 +103,14 @@ def test_a_user_turn_stops_an_in_flight_stream_and_is_answered_first(
         )
         sent = time.monotonic()
         turn_id = uuid.uuid5(TURN_NAMESPACE, task_id)
-        wait_until(lambda: journal.user_turn(turn_id) is not None, 10, "the turn journaled")
+        wait_until(lambda: journal.user_turn(turn_id) is not None, "the turn journaled", 10)
         journaled_s = time.monotonic() - sent
 
-        wait_until(lambda: stalled.closed_by_client_at is not None, 10, "the stream closed")
+        wait_until(lambda: stalled.closed_by_client_at is not None, "the stream closed", 10)
         wait_until(
             lambda: (t := journal.user_turn(turn_id)) is not None and t.state == "done",
-            30,
             "the turn answered",
+            30,
         )
         turn = journal.user_turn(turn_id)
         assert turn is not None and turn.reply == "Answered first."

@@ -9,11 +9,8 @@ import itertools
 import json
 import os
 import signal
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -25,8 +22,9 @@ from inner_plane.lane.sweeper import sweep
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.broker import SessionBroker, rabbitmq_leg, rabbitmqctl
-from tests.support.processes import ChildProcess, celery_worker
+from tests.support.processes import ChildProcess, start_celery_workers
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.acceptance,
@@ -46,26 +44,12 @@ WORKER_ENV = {
 DELEGATES = [f"d{n}" for n in range(6)]
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def start_activation_workers(
     children: list[ChildProcess], stores: Stores, log_dir: Path, names: list[str]
 ) -> list[ChildProcess]:
     env = stores.env(**WORKER_ENV)
-    workers = [celery_worker(n, env, log_dir, queues="activation").start() for n in names]
-    children.extend(workers)
-    for worker in workers:
-        worker.wait_for(" ready.", 90)
-    return workers
+    started = start_celery_workers(children, env, log_dir, dict.fromkeys(names, "activation"), 90)
+    return list(started.values())
 
 
 def every_activation(rt: Runtime) -> list[ActivationRecord]:
@@ -130,7 +114,7 @@ def test_kill_9_of_an_activation_worker_loses_nothing_and_never_overlaps(
                     return record
         return None
 
-    killed = wait_until(victim_running, 60, "an activation run by the victim")
+    killed = wait_until(victim_running, "an activation run by the victim", 60)
     victim.kill(signal.SIGKILL)  # its unacked message goes back to the quorum queue at once
     burst(1)
     start_activation_workers(children, stores, log_dir, ["rmq-survivor"])
@@ -140,9 +124,9 @@ def test_kill_9_of_an_activation_worker_loses_nothing_and_never_overlaps(
         sweep(runtime)  # what beat does every few seconds
         return states(runtime) == {"delivered": len(published)}
 
-    wait_until(all_delivered, 120, f"{len(published)} delivered")
+    wait_until(all_delivered, f"{len(published)} delivered", 120)
     wait_until(
-        lambda: all(r.finished_at for r in every_activation(runtime)), 30, "every run finished"
+        lambda: all(r.finished_at for r in every_activation(runtime)), "every run finished", 30
     )
     records = every_activation(runtime)
     assert overlaps(records) == 0
@@ -151,4 +135,4 @@ def test_kill_9_of_an_activation_worker_loses_nothing_and_never_overlaps(
     delivered = [s for r in records if r.state == "completed" for s in r.signal_ids]
     assert sorted(delivered) == sorted(published), "a signal lost or delivered twice"
     queue = SessionBroker(runtime.settings.broker_url)
-    wait_until(lambda: queue.messages("activation") == 0, 60, "the activation queue to drain")
+    wait_until(lambda: queue.messages("activation") == 0, "the activation queue to drain", 60)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,25 +28,17 @@ from inner_plane.lane.user_turns import TURN_NAMESPACE
 from inner_plane.memory.store import remember
 from inner_plane.runtime import Runtime
 from tests.support.model_wire import Served, slow
-from tests.support.processes import ChildProcess, celery_worker
+from tests.support.processes import ChildProcess, celery_worker, start_celery_workers
 from tests.support.responses_wire import ResponsesServer, function_call, message
 from tests.support.smtp import SmtpServer
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
 WISH = "email me when consolidation teaches you something new"
 LEARNED = "The user wants an email whenever consolidation teaches me something new."
 NEWS = "The Lisbon offsite moved to May; the venue is booked."
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
 
 
 def texts(conversation: list[dict[str, Any]], role: str) -> str:
@@ -122,11 +113,8 @@ def test_email_me_when_consolidation_teaches_you_something_new(
             INNER_PLANE_NOTIFY_SMTP_PORT=str(smtp.port),
             INNER_PLANE_NOTIFY_SMTP_TO="user@example.org",
         )
-        first = celery_worker("first", env, log_dir, queues="activation").start()
-        turns = celery_worker("turns", env, log_dir, queues="user_turns").start()
-        children.extend([first, turns])
-        for worker in (first, turns):
-            worker.wait_for(" ready.", 60)
+        queues = {"first": "activation", "turns": "user_turns"}
+        first = start_celery_workers(children, env, log_dir, queues)["first"]
         journal = ActivationJournal(runtime.engine)
 
         # 1. The wish, from a chat front-end in another process, by task name.
@@ -139,8 +127,8 @@ def test_email_me_when_consolidation_teaches_you_something_new(
         turn_id = uuid.uuid5(TURN_NAMESPACE, task_id)
         wait_until(
             lambda: (t := journal.user_turn(turn_id)) is not None and t.state == "done",
-            60,
             "the wish answered",
+            60,
         )
         with runtime.engine.connect() as connection:
             learned = connection.execute(
@@ -165,16 +153,16 @@ def test_email_me_when_consolidation_teaches_you_something_new(
         assert merged.signal.mode.value == "wake"
         stalled: Served = wait_until(
             lambda: next((s for s in server.served if after_notify(s.body)), None),
-            60,
             "the call after notify_user",
+            60,
         )
-        [email] = wait_until(smtp.inbox.received, 10, "the email")
+        [email] = wait_until(smtp.inbox.received, "the email", 10)
 
         # 3. kill -9 right after the tool call; another worker takes over and reruns.
         running = wait_until(
             lambda: next((r for r in journal.recent("default", 10) if r.state == "running"), None),
-            10,
             "the running activation",
+            10,
         )
         first.kill()
         killed.append(True)
@@ -184,8 +172,8 @@ def test_email_me_when_consolidation_teaches_you_something_new(
         send_activate(runtime, "default")
         wait_until(
             lambda: runtime.signals.get(merged.signal.id).state.value not in ("pending", "claimed"),  # type: ignore[union-attr]
-            60,
             "the consolidated wake handled by the rerun",
+            60,
         )
         time.sleep(0.5)  # anything a duplicate would have sent has arrived by now
         assert len(smtp.inbox.received()) == 1

@@ -23,9 +23,9 @@ from tests.acceptance.test_lane_workers import (
     _stores,
     activations,
     overlaps,
-    wait_until,
 )
-from tests.support.processes import ChildProcess, celery_worker
+from tests.support.processes import ChildProcess, start_celery_workers
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
@@ -45,20 +45,11 @@ def test_a_user_turn_right_after_a_kill_9_is_answered_by_a_fast_takeover(
     runtime: Runtime, children: list[ChildProcess], log_dir: Path
 ) -> None:
     environment = _stores(runtime).env(**ENV, INNER_PLANE_AGENT_SCRIPT=json.dumps(SCRIPT))
-    workers = {
-        name: celery_worker(name, environment, log_dir, queues=queue).start()
-        for name, queue in (
-            ("left", "activation"),
-            ("right", "activation"),
-            ("turns", "user_turns"),
-        )
-    }
-    children.extend(workers.values())
-    for worker in workers.values():
-        worker.wait_for(" ready.", 60)
+    queues = {"left": "activation", "right": "activation", "turns": "user_turns"}
+    workers = start_celery_workers(children, environment, log_dir, queues)
 
     signal_id = publish(kind="task.completed", source="copilot").id
-    killed = wait_until(lambda: _running(runtime), 30, "background activation running")
+    killed = wait_until(lambda: _running(runtime), "background activation running", 30)
     holder_pid = int(killed.holder.split(":")[1])
     [victim] = [w for n, w in workers.items() if w.pid in (holder_pid, parent_pid(holder_pid))]
     victim.kill(signal.SIGKILL)
@@ -70,9 +61,9 @@ def test_a_user_turn_right_after_a_kill_9_is_answered_by_a_fast_takeover(
         task_id="turn-after-the-crash",
     )
     journal = ActivationJournal(runtime.engine)
-    wait_until(lambda: runtime.signals.get(signal_id).state is State.DELIVERED, 60, "rerun done")  # type: ignore[union-attr]
+    wait_until(lambda: runtime.signals.get(signal_id).state is State.DELIVERED, "rerun done", 60)  # type: ignore[union-attr]
 
-    wait_until(lambda: all(r.finished_at for r in activations(runtime)), 30, "all finished")
+    wait_until(lambda: all(r.finished_at for r in activations(runtime)), "all finished", 30)
 
     records = activations(runtime)
     # The turn went first; the background signal rode along with it or ran after it.

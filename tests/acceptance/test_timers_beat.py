@@ -22,6 +22,7 @@ from inner_plane.timers import add_timer, get_timer, list_timers
 from tests.support.beat import TICK_SENT, celery_beat, start_celery_beat
 from tests.support.processes import ChildProcess, start_celery_worker
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
@@ -74,14 +75,6 @@ def fired(rt: Runtime, name: str) -> list[datetime]:
     return [datetime.fromisoformat(row[0]) for row in rows]
 
 
-def wait_until(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def aligned(instant: datetime, every_s: int) -> datetime:
     """The next whole multiple of ``every_s`` seconds after ``instant`` (a tidy anchor)."""
     seconds = (int(instant.timestamp()) // every_s + 1) * every_s
@@ -102,8 +95,8 @@ def test_two_beats_at_once_give_one_signal_per_moment(
     beat_b = celery_beat("beat-b", beat_env, module_dir)
     beats += [beat_a, beat_b]
     beat_a.start(), beat_b.start()
-    wait_until(lambda: len(set(fired(runtime, "twin"))) >= 6, 60, "six moments of 'twin'")
-    wait_until(lambda: len(set(fired(runtime, "static-pulse"))) >= 3, 30, "static moments")
+    wait_until(lambda: len(set(fired(runtime, "twin"))) >= 6, "six moments of 'twin'", 60)
+    wait_until(lambda: len(set(fired(runtime, "static-pulse"))) >= 3, "static moments", 30)
     beat_a.stop(), beat_b.stop()
 
     # The periodic worker serves beat's three tasks.
@@ -137,8 +130,8 @@ def test_beat_down_over_three_moments_fires_latest_once_or_skips(
     beats.append(beat)
     wait_until(
         lambda: fired(runtime, "down-latest") and fired(runtime, "down-skip"),
-        30,
         "a first on-time moment of both timers",
+        30,
     )
     beat.stop()
     time.sleep(1.0)  # ticks still queued when beat stopped have run by now
@@ -159,8 +152,8 @@ def test_beat_down_over_three_moments_fires_latest_once_or_skips(
             max(fired(runtime, "down-skip")) > restarted_at
             and max(fired(runtime, "down-latest")) > missed_moment
         ),
-        30,
         "both timers firing again after the restart",
+        30,
     )
     beat.stop()
 
@@ -195,9 +188,9 @@ def test_one_shot_fires_once_and_is_then_done(
     assert info.id is not None
     beat = start_celery_beat("beat-once", beat_env, module_dir)
     beats.append(beat)
-    wait_until(lambda: fired(runtime, "once"), 30, "the one-shot moment")
+    wait_until(lambda: fired(runtime, "once"), "the one-shot moment", 30)
     ticks = beat.output().count(TICK_SENT)
-    wait_until(lambda: beat.output().count(TICK_SENT) >= ticks + 5, 30, "five more ticks")
+    wait_until(lambda: beat.output().count(TICK_SENT) >= ticks + 5, "five more ticks", 30)
     beat.stop()
 
     assert fired(runtime, "once") == [at]
@@ -269,7 +262,7 @@ def test_timer_wake_carries_identity_time_recurrence_and_purpose_into_the_compos
                     return record, signal
         return None
 
-    wait_until(timer_activation, 60, "an activation that claimed the timer.due signal")
+    wait_until(timer_activation, "an activation that claimed the timer.due signal", 60)
     record, signal = timer_activation()  # type: ignore[misc]
     scheduled_for = at.astimezone(UTC).isoformat()
     expected = {

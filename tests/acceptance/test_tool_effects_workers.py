@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, redis_client
 from tests.support.processes import ChildProcess, celery_worker
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
@@ -34,17 +34,6 @@ ENV = {
 }
 
 
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def _timers(runtime: Runtime) -> list[Any]:
     with runtime.engine.connect() as connection:
         return list(connection.execute(text("SELECT id, effect_key, caused_by FROM timers")))
@@ -60,7 +49,7 @@ def test_a_rerun_after_kill_9_makes_one_timer(
     victim.wait_for(" ready.", 60)
 
     wake = publish(kind="task.completed", source="copilot", data={"task_id": "K9"}).id
-    wait_until(lambda: _timers(runtime), "the tool's timer")
+    wait_until(lambda: _timers(runtime), "the tool's timer", 60)
     victim.kill()  # SIGKILL to the whole process group, mid-activation
 
     survivor = celery_worker("survivor", env, log_dir, queues="activation").start()

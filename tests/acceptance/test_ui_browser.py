@@ -13,8 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import pytest
 from inner_plane.services.embedded import free_port
 from tests.support.processes import ChildProcess
 from tests.support.stores import ROOT
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
@@ -35,17 +35,6 @@ FRAGILE = "test.fragile"
 playwright_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():  # .ci/run installs Debian's chromium when it is missing
     pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 class Plane:
@@ -80,8 +69,8 @@ class Plane:
         # `up` says ready once every worker answered a ping and the API and Flower answered.
         self.up.wait_for("; press Ctrl-C to stop", timeout=240)
         assert f"inner-plane: operator UI and API: {self.base}/" in self.up.output()
-        wait_until(self._ready, "the workers")
-        wait_until(self._healthy, "the API")
+        wait_until(self._ready, "the workers", 60)
+        wait_until(self._healthy, "the API", 60)
         added = json.loads(self.cli("operators", "add", "tester", "--json"))
         self.token = added["token"]
 
@@ -253,7 +242,7 @@ def test_a_dead_signal_retried_from_the_ui_is_then_delivered(plane: Plane, brows
         plane.cli("publish", "--kind", FRAGILE, "--source", "tests", "--wait", "--json")
     )
     signal_id = published["id"]
-    wait_until(lambda: plane.signal_state(signal_id) == "dead", "the signal to go dead")
+    wait_until(lambda: plane.signal_state(signal_id) == "dead", "the signal to go dead", 60)
     plane.fail_flag.unlink()  # the agent stops failing it
 
     page = signed_in(browser, plane)
@@ -267,7 +256,7 @@ def test_a_dead_signal_retried_from_the_ui_is_then_delivered(plane: Plane, brows
         has_text="retried by tester"
     ).wait_for()
     shot(page, "dead-letters-retried-1280")
-    wait_until(lambda: plane.signal_state(signal_id) == "delivered", "the retried delivery")
+    wait_until(lambda: plane.signal_state(signal_id) == "delivered", "the retried delivery", 60)
     events = plane.api(f"/v1/signals/{signal_id}/detail")["events"]
     assert {"event": "retried", "actor": "tester"}.items() <= next(
         e for e in events if e["event"] == "retried"

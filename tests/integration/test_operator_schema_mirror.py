@@ -14,7 +14,7 @@ import inner_plane.journal.processors
 import inner_plane.journal.thoughtflow
 import inner_plane.journal.timers  # noqa: F401 - they define tables on Base
 from inner_plane.journal import database
-from inner_plane.journal.tables import Base
+from inner_plane.journal.tables import METADATA
 from tests.support.stores import Stores
 
 OURS = (
@@ -32,7 +32,7 @@ def test_models_mirror_the_operator_view_migration(stores: Stores) -> None:
     engine = create_engine(database.sqlalchemy_url(stores.database_url))
     try:
         with engine.connect() as connection:
-            diffs = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+            diffs = compare_metadata(MigrationContext.configure(connection), METADATA)
     finally:
         engine.dispose()
     ours = [str(d) for d in diffs if any(name in str(d) for name in OURS)]

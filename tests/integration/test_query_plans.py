@@ -21,7 +21,7 @@ from sqlalchemy import Engine, event, text
 
 from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.composer.compose import ContextComposer
-from inner_plane.journal import conversation, thoughtflow
+from inner_plane.journal import conversation, reads, thoughtflow
 from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.lane.runner import Lane
@@ -235,3 +235,43 @@ def test_lane_sweeper_and_list_queries_use_no_sequential_scan_of_a_growing_table
     assert scans == {}, "sequential scans of growing tables:\n" + "\n\n".join(
         f"{tables}: {sql}" for sql, tables in scans.items()
     )
+
+
+def test_a_state_page_walks_the_state_index_even_when_its_rows_are_old(history: Runtime) -> None:
+    """The newest rows are live (pending), the dead letters older: a page of one state must not
+    walk the journal newest first filtering on state (it would pass every live row, and most of
+    the journal for a rare state), but read ``limit`` entries of ix_signals_state_seq."""
+    with history.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data, trust,
+                                     max_attempts, occurred_at, available_at)
+                SELECT gen_random_uuid(), 'p' || (g % :delegates), 'task.completed', 'live',
+                       'next-turn', 50, '{}', 'trusted', 5, now(), now()
+                  FROM generate_series(1, :rows) g
+                """
+            ),
+            {"rows": ROWS, "delegates": DELEGATES},
+        )
+        connection.execute(text("ANALYZE signals"))
+    with StatementLog(history.engine) as log:
+        for state in ("dead", "expired", "delivered"):
+            _, cursor = history.signals.page(None, state, None, 5)
+            history.signals.page(None, state, None, 5, before=cursor)
+            page = reads.search_signals(history.engine, state=state, limit=5, with_events=False)
+            reads.search_signals(history.engine, state=state, cursor=page.next, limit=5)
+        reads.dead_letters(history.engine, limit=5)
+    pages = [(s, p) for s, p in log.statements.items() if "FROM signals" in s and "state" in s]
+    assert len(pages) >= 4
+    for statement, parameters in pages:
+        rows = history.engine.raw_connection()
+        try:
+            cursor = rows.cursor()
+            cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", parameters)
+            plan = "\n".join(line for (line,) in cursor.fetchall())
+            rows.rollback()
+        finally:
+            rows.close()
+        assert "Index Scan Backward using ix_signals_state_seq" in plan, plan
+        assert "Rows Removed by Filter" not in plan and "Sort" not in plan, plan

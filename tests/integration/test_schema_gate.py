@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -111,3 +113,33 @@ def test_migrated_database_passes_and_db_upgrade_is_idempotent(
         engine.dispose()
     database.upgrade(scratch_url)  # a second upgrade changes nothing
     assert cli_signals_list(stores, scratch_url).returncode == 0
+
+
+def test_status_names_the_schema_it_finds_and_the_one_it_needs(
+    stores: Stores, scratch_url: str
+) -> None:
+    def database_entry() -> tuple[int, dict[str, Any]]:
+        completed = subprocess.run(
+            [sys.executable, "-m", "inner_plane", "status", "--json"],
+            env=stores.env(INNER_PLANE_DATABASE_URL=scratch_url),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return completed.returncode, json.loads(completed.stdout)["stores"]["database"]
+
+    head = database.code_head()
+    code, entry = database_entry()
+    assert code == 2 and entry["schema"] == [] and entry["expected_schema"] == [head]
+    database.upgrade(scratch_url)
+    code, entry = database_entry()
+    assert entry["schema"] == entry["expected_schema"] == [head]
+    engine = create_engine(database.sqlalchemy_url(scratch_url))
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
+    finally:
+        engine.dispose()
+    code, entry = database_entry()
+    assert code == 2 and entry["schema"] == ["9999_future"] and entry["expected_schema"] == [head]

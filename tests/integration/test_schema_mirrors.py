@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
@@ -117,3 +118,41 @@ def test_the_mirrors_create_what_the_migrations_create(stores: Stores) -> None:
         [f"migrations only: {row}" for row in only_migrations]
         + [f"mirrors only:    {row}" for row in only_mirrors]
     )
+
+
+def checks(url: str) -> set[tuple[str, str, str]]:
+    """The CHECK constraints: (table, name, definition)."""
+    return {
+        (table, name, definition)
+        for what, table, name, definition in catalog(url)
+        if what == "constraint" and definition.startswith("CHECK")
+    }
+
+
+KINDS = ("ck", "ix", "uq", "pk")
+
+
+def doubled_names(url: str) -> list[str]:
+    """Names that repeat their naming-convention prefix, as "ck_signals_ck_signals_mode" did."""
+    return sorted(
+        name
+        for what, table, name, _ in catalog(url)
+        if what != "column"
+        and any(name.startswith(f"{kind}_{table}_{kind}_{table}") for kind in KINDS)
+    )
+
+
+def test_no_name_repeats_its_prefix_and_the_rename_reverts(stores: Stores) -> None:
+    """Migration 0018 renamed the doubled CHECK names; its downgrade gives them back, with the
+    same definitions, and upgrading again renames them again."""
+    with scratch_database(stores, "inner_plane_names") as url:
+        database.upgrade(url)
+        assert doubled_names(url) == []
+        single = checks(url)
+        assert single, "the journal has CHECK constraints"
+        command.downgrade(database.alembic_config(url), "0017_retention_indexes")
+        assert checks(url) == {
+            (table, f"ck_{table}_{name}", definition) for table, name, definition in single
+        }
+        database.upgrade(url)
+        assert checks(url) == single

@@ -98,3 +98,21 @@ def start_celery_worker(*args: object, timeout: float = 60.0, **kwargs: object) 
     worker = celery_worker(*args, **kwargs).start()  # type: ignore[arg-type]
     worker.wait_for(" ready.", timeout)
     return worker
+
+
+def start_celery_workers(
+    children: list[ChildProcess],
+    env: dict[str, str],
+    log_dir: Path,
+    queues: dict[str, str],
+    timeout: float = 60.0,
+) -> dict[str, ChildProcess]:
+    """Start one worker per ``name: queues`` entry at once, register each in ``children`` (so the
+    fixture stops it even if another fails to start), then wait until every one is ready."""
+    started = {
+        name: celery_worker(name, env, log_dir, queues=q).start() for name, q in queues.items()
+    }
+    children.extend(started.values())
+    for worker in started.values():
+        worker.wait_for(" ready.", timeout)
+    return started

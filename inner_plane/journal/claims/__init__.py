@@ -1,0 +1,52 @@
+"""Claims: the lane's hold on signals, from the due window to settlement, and the sweeper's reads.
+
+Owns the signal transitions an activation makes and the reads that decide them, one module per
+role: ``window`` (the due window, the safe-point check, work left after a release), ``defer``
+(held back: window open, budget spent), ``batch`` (claim, quarantine, loop guard, exhausted to
+dead), ``settle`` (settle, return, fail, recover a dead holder's claims). Every function takes a
+``Connection`` and runs inside the caller's fenced transaction (see
+:mod:`inner_plane.journal.leases`). "Due" and "fenced" come from
+:mod:`inner_plane.journal.predicates`, nowhere else.
+"""
+
+from inner_plane.journal.claims.batch import (
+    ClaimedBatch,
+    Quarantined,
+    cause_depths,
+    claim,
+    claim_batch,
+    kill_exhausted,
+    quarantine,
+    stop_chains,
+)
+from inner_plane.journal.claims.defer import defer_signals, note_due
+from inner_plane.journal.claims.settle import fail_claims, recover_stale, release_claims, settle
+from inner_plane.journal.claims.window import (
+    DueWindow,
+    SafePointCheck,
+    due_window,
+    has_work,
+    safe_point_check,
+)
+
+__all__ = [
+    "ClaimedBatch",
+    "DueWindow",
+    "Quarantined",
+    "SafePointCheck",
+    "cause_depths",
+    "claim",
+    "claim_batch",
+    "defer_signals",
+    "due_window",
+    "fail_claims",
+    "has_work",
+    "kill_exhausted",
+    "note_due",
+    "quarantine",
+    "recover_stale",
+    "release_claims",
+    "safe_point_check",
+    "settle",
+    "stop_chains",
+]

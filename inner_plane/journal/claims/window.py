@@ -1,0 +1,130 @@
+"""The reads the lane and the sweeper decide by: the due window (every decision before a claim,
+in one round trip), the step guard's safe-point check, and whether work is left after a release.
+Each reads the fence ("fenced") or "due" from :mod:`inner_plane.journal.predicates`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, text
+
+from inner_plane.journal.predicates import FENCED_EPOCH, INTERRUPTING, WAKING, due
+
+
+@dataclass(frozen=True)
+class DueWindow:
+    """The due wake/interrupt signals of a delegate, for the batching-window decision."""
+
+    count: int
+    oldest: datetime | None
+    newest: datetime | None
+    interrupt: bool
+    now: datetime
+    user_turn_waiting: bool = False
+    # Some due signal has used every attempt (it must become dead, not be claimed).
+    exhausted: bool = False
+    # Seconds until the next not-yet-available wake signal (retry backoff), if any.
+    next_available_in: float | None = None
+    # Autonomous activations started in the last hour, and the oldest start among them.
+    autonomous_last_hour: int = 0
+    oldest_autonomous: datetime | None = None
+    # The delegate's lease epoch, read FOR SHARE: the fencing check of the caller's transaction.
+    lease_epoch: int | None = None
+
+
+_DUE_WINDOW = text(
+    f"""
+    SELECT d.n, d.oldest, d.newest, d.interrupt, now() AS now,
+           EXISTS (SELECT 1 FROM user_turns
+                    WHERE delegate_id = :delegate AND state = 'queued') AS user_turn_waiting,
+           EXISTS (SELECT 1 FROM signals
+                    WHERE {due()} AND attempts >= max_attempts) AS exhausted,
+           -- CASE evaluates only the subquery the decision needs.
+           CASE WHEN d.n = 0 THEN
+               (SELECT extract(epoch FROM min(f.available_at) - now()) FROM signals f
+                 WHERE f.delegate_id = :delegate AND f.state = 'pending'
+                   AND f.mode IN ('wake', 'interrupt') AND f.available_at > now())
+           END AS next_available_in,
+           CASE WHEN d.n > 0 AND NOT d.interrupt THEN
+               (SELECT count(*) FROM activations
+                 WHERE delegate_id = :delegate
+                   AND trigger IN ('wake', 'interrupt', 'drain')
+                   AND started_at > now() - interval '1 hour')
+           ELSE 0 END AS autonomous_last_hour,
+           CASE WHEN d.n > 0 AND NOT d.interrupt THEN
+               (SELECT min(started_at) FROM activations
+                 WHERE delegate_id = :delegate
+                   AND trigger IN ('wake', 'interrupt', 'drain')
+                   AND started_at > now() - interval '1 hour')
+           END AS oldest_autonomous,
+           {FENCED_EPOCH} AS lease_epoch
+      FROM (SELECT count(*) AS n, min(available_at) AS oldest, max(available_at) AS newest,
+                   coalesce(bool_or(mode = 'interrupt'), false) AS interrupt
+              FROM signals
+             WHERE {due(WAKING)}) d
+    """  # noqa: S608 - constant fragments, parameters bound
+)
+
+
+def due_window(connection: Connection, delegate_id: str) -> DueWindow:
+    """One round trip for every decision the lane takes before claiming: the due wake and
+    interrupt signals, a waiting user turn, exhausted attempts, the next backoff expiry, the
+    autonomous-wake budget, the database clock, and the fence."""
+    row = connection.execute(_DUE_WINDOW, {"delegate": delegate_id}).one()._mapping
+    return DueWindow(
+        count=int(row["n"]),
+        oldest=row["oldest"],
+        newest=row["newest"],
+        interrupt=bool(row["interrupt"]),
+        now=row["now"],
+        user_turn_waiting=bool(row["user_turn_waiting"]),
+        exhausted=bool(row["exhausted"]),
+        next_available_in=None
+        if row["next_available_in"] is None
+        else float(row["next_available_in"]),
+        autonomous_last_hour=int(row["autonomous_last_hour"]),
+        oldest_autonomous=row["oldest_autonomous"],
+        lease_epoch=None if row["lease_epoch"] is None else int(row["lease_epoch"]),
+    )
+
+
+@dataclass(frozen=True)
+class SafePointCheck:
+    """What the step guard reads between agent steps."""
+
+    lease_epoch: int | None
+    user_turn_waiting: bool
+    interrupt_waiting: bool
+
+
+_SAFE_POINT = text(
+    f"""
+    SELECT {FENCED_EPOCH} AS lease_epoch,
+           EXISTS (SELECT 1 FROM user_turns
+                    WHERE delegate_id = :delegate AND state = 'queued') AS user_turn_waiting,
+           EXISTS (SELECT 1 FROM signals WHERE {due(INTERRUPTING)}) AS interrupt_waiting
+    """  # noqa: S608
+)
+
+
+def safe_point_check(connection: Connection, delegate_id: str) -> SafePointCheck:
+    row = connection.execute(_SAFE_POINT, {"delegate": delegate_id}).one()._mapping
+    return SafePointCheck(
+        lease_epoch=None if row["lease_epoch"] is None else int(row["lease_epoch"]),
+        user_turn_waiting=bool(row["user_turn_waiting"]),
+        interrupt_waiting=bool(row["interrupt_waiting"]),
+    )
+
+
+_HAS_WORK = text(
+    f"""
+    SELECT EXISTS (SELECT 1 FROM signals WHERE {due(WAKING)})
+        OR EXISTS (SELECT 1 FROM user_turns WHERE delegate_id = :delegate AND state = 'queued')
+    """  # noqa: S608
+)
+
+
+def has_work(connection: Connection, delegate_id: str) -> bool:
+    """A due wake/interrupt signal or a queued user turn (the check after releasing)."""
+    return bool(connection.execute(_HAS_WORK, {"delegate": delegate_id}).scalar())

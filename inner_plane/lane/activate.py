@@ -1,0 +1,152 @@
+"""One activation, once opened: compose its working context (isolating signals that cannot be
+composed), run the agent under the step guard, and end it through :mod:`inner_plane.lane.finish`
+(completed, pre-empted or failed); then contact the user on escalated and needs_input
+dispositions, best effort."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from inner_plane import logs
+from inner_plane.activation import Preempted, WorkingContext
+from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.config import Settings
+from inner_plane.journal import claims
+from inner_plane.journal.database import single_statement
+from inner_plane.journal.leases import LeaseLost, fence
+from inner_plane.lane import finish
+from inner_plane.lane.guard import LaneGuard
+from inner_plane.lane.records import Step, Transaction, activation_fields, log_quarantined
+from inner_plane.outbound.channels import Channel
+from inner_plane.outbound.deliver import contact_on_dispositions
+from inner_plane.runtime import Runtime
+from inner_plane.signals.model import Signal
+
+
+@dataclass(frozen=True)
+class Activator:
+    """What every activation of this lane runs with."""
+
+    runtime: Runtime
+    agent: BaseAgent
+    composer: Composer
+    # Where escalated and needs_input dispositions reach the user (none: nobody).
+    contact_channels: list[Channel]
+
+    @property
+    def agent_name(self) -> str:
+        return getattr(self.agent, "name", type(self.agent).__name__)
+
+    def run(
+        self,
+        step: Step,
+        settings: Settings,
+        transaction: Transaction,
+        closing: Transaction,
+        lease_lost: threading.Event,
+        yield_hint: threading.Event | None,
+    ) -> None:
+        """``transaction``: a fenced transaction of the run; ``closing``: the one that ends the
+        activation (it also reads the next due window)."""
+        activation = step.activation
+        guard = LaneGuard(
+            lambda: single_statement(self.runtime.engine),
+            activation.delegate_id,
+            activation.epoch,
+            str(activation.id),
+            activation.trigger,
+            lease_lost,
+            yield_hint,
+        )
+        started = time.monotonic()
+        context: WorkingContext | None = None
+        # Wake latency: from the oldest signal of the batch entering the journal to this start.
+        oldest = min((s.created_at for s in activation.signals), default=None)
+        waited = {} if oldest is None else {"waited_ms": _ms_since(oldest)}
+        logs.emit("started", **activation_fields(activation), agent=self.agent.name, **waited)
+        try:
+            context = self._compose_isolating(step, transaction)
+            activation = step.activation
+            guard.safe_point()
+            result = self.agent.run(context, guard)
+        except LeaseLost:
+            raise
+        except Preempted as preempted:
+            finish.interrupted(
+                closing,
+                step,
+                preempted.reason,
+                context,
+                time.monotonic() - started,
+                preempted.partial,
+            )
+            return
+        except Exception as error:  # the agent or composer failed: bounded retry
+            finish.failed(
+                closing,
+                settings,
+                step,
+                f"{type(error).__name__}: {error}",
+                context,
+                time.monotonic() - started,
+                # What an agent did before failing (AgentRunFailed.partial), for the ThoughtFlow.
+                getattr(error, "partial", None),
+            )
+            return
+        finish.completed(closing, step, context, result, time.monotonic() - started)
+        if self.contact_channels:
+            try:
+                contact_on_dispositions(
+                    self.runtime,
+                    self.contact_channels,
+                    activation,
+                    result.settlements,
+                    result.reply,
+                )
+            except LeaseLost:
+                raise
+            except Exception as error:  # contact is best effort; the settlement stands
+                logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
+
+    def _compose_isolating(self, step: Step, transaction: Transaction) -> WorkingContext:
+        """Compose; if that fails, find the claimed signals that cannot be composed even alone,
+        quarantine each of them (fenced), and compose the rest. A failure no single signal
+        explains is the activation's (bounded retry), as before."""
+        activation = step.activation
+        try:
+            return self.composer.compose(activation)
+        except (LeaseLost, Preempted):
+            raise
+        except Exception:
+            if not activation.signals:
+                raise
+        culprits: list[tuple[Signal, str]] = []
+        for signal in activation.signals:
+            alone = dataclasses.replace(activation, signals=(signal,), user_message=None)
+            try:
+                self.composer.compose(alone)
+            except (LeaseLost, Preempted):
+                raise
+            except Exception as error:
+                culprits.append((signal, f"cannot be composed: {type(error).__name__}: {error}"))
+        if not culprits:
+            return self.composer.compose(activation)  # raises again: the activation failed
+        with transaction() as connection:
+            fence(connection, activation.delegate_id, activation.epoch)
+            claims.quarantine(connection, activation.id, [(s.id, r) for s, r in culprits])
+        log_quarantined(
+            [claims.Quarantined(s.id, logs.of_signal(s), r) for s, r in culprits], activation.id
+        )
+        bad = {s.id for s, _ in culprits}
+        step.activation = dataclasses.replace(
+            activation, signals=tuple(s for s in activation.signals if s.id not in bad)
+        )
+        return self.composer.compose(step.activation)
+
+
+def _ms_since(moment: datetime) -> float:
+    return round(max(0.0, (datetime.now(UTC) - moment).total_seconds() * 1000), 1)

@@ -1,0 +1,129 @@
+"""Opening an activation, in one fenced transaction: read the due window (the fence with it),
+take the next user turn if one waits, decide (:mod:`inner_plane.lane.decide`, pure), and carry
+the decision out: note the open batching window, defer for the wake budget, or kill exhausted
+signals, claim the batch, insert the activation row and its first conversation event."""
+
+from __future__ import annotations
+
+import uuid
+
+from inner_plane import logs
+from inner_plane.activation import Activation, UserMessage
+from inner_plane.config import Settings
+from inner_plane.journal import activations, claims, conversation, user_turns
+from inner_plane.journal.leases import LeaseLost
+from inner_plane.lane import decide
+from inner_plane.lane.records import Step, Transaction, activation_fields, converse, log_quarantined
+
+
+def open_step(
+    transaction: Transaction,
+    settings: Settings,
+    policy: decide.LanePolicy,
+    *,
+    delegate_id: str,
+    epoch: int,
+    holder: str,
+    agent_name: str,
+    reason: str,
+    first: bool,
+) -> Step | float | None:
+    """The next step, or when to look again (None: not until something arrives)."""
+    activation_id = uuid.uuid4()
+    with transaction() as connection:
+        window = claims.due_window(connection, delegate_id)
+        if window.lease_epoch != epoch:  # the fence, read FOR SHARE by the same query
+            raise LeaseLost(delegate_id, epoch, window.lease_epoch)
+        turn = (
+            user_turns.next_user_turn(connection, delegate_id, activation_id)
+            if decide.takes_user_turn(window)
+            else None
+        )
+        decision = decide.decide(
+            window,
+            policy,
+            first=first,
+            reason=reason,
+            user_turn_channel=None if turn is None else turn.channel,
+        )
+        if isinstance(decision, decide.Idle):
+            return decision.countdown
+        if isinstance(decision, decide.Wait):
+            claims.note_due(
+                connection,
+                delegate_id,
+                "deferred",
+                f"batching window open ({decision.seconds:.3f} s)",
+            )
+            logs.emit(
+                "deferred",
+                delegate=delegate_id,
+                reason="batching window open",
+                wait_s=round(decision.seconds, 3),
+            )
+            return decision.seconds
+        if isinstance(decision, decide.DeferForBudget):
+            ids = claims.defer_signals(connection, delegate_id, decision.until, decision.reason)
+            logs.emit(
+                "deferred",
+                delegate=delegate_id,
+                reason=decision.reason,
+                until=decision.until,
+                signal_ids=[str(i) for i in ids],
+            )
+            return None
+        if decision.background_waits and turn is not None:
+            logs.emit("deferred", delegate=delegate_id, reason="user turn waiting", turn=turn.id)
+        dead = claims.kill_exhausted(connection, delegate_id) if window.exhausted else []
+        batch = claims.claim_batch(
+            connection,
+            delegate_id,
+            activation_id,
+            settings.batch_limit,
+            # A user turn breaks a chain: the loop guard follows autonomous work only.
+            chain_limit=settings.loop_chain_limit if turn is None else None,
+        )
+        claimed = batch.signals
+        log_quarantined(batch.quarantined, activation_id)
+        for item in batch.stopped:
+            logs.emit("loop_stopped", **item.fields, reason=item.reason, activation=activation_id)
+        if turn is None and not claimed:
+            for signal in dead:
+                logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
+            return None
+        activations.insert_activation(
+            connection,
+            activation_id=activation_id,
+            delegate_id=delegate_id,
+            trigger=decision.trigger.value,
+            reason=decision.reason,
+            epoch=epoch,
+            holder=holder,
+            signal_ids=[s.id for s in claimed],
+            turn_id=None if turn is None else turn.id,
+            attempts=max((s.attempts for s in claimed), default=1),
+            agent=agent_name,
+            chain_depth=batch.chain_depth,
+        )
+        activation = Activation(
+            id=activation_id,
+            delegate_id=delegate_id,
+            trigger=decision.trigger,
+            epoch=epoch,
+            now=window.now,
+            signals=tuple(claimed),
+            user_message=None if turn is None else UserMessage(turn.text, turn.channel, turn.id),
+        )
+        if turn is None:
+            opening = conversation.ACTIVATION_STARTED
+        elif conversation.turn_has_message(connection, turn.id):
+            opening = conversation.TURN_RESUMED  # pre-empted before: its message stands
+        else:
+            opening = conversation.USER_MESSAGE
+        converse(connection, activation, opening, {"reason": decision.reason})
+        if turn is not None and claimed:
+            converse(connection, activation, conversation.CONTEXT_ATTACHED, {})
+    for signal in dead:
+        logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
+    logs.emit("batch", **activation_fields(activation), reason=decision.reason)
+    return Step(activation, None if turn is None else turn.id)

