@@ -18,21 +18,21 @@ answered at once), so the figure can be read against the cost of one HTTP exchan
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench.harness import QUICK, summary
+from bench.workers import lane_env, run_alone, running, send_user_turn, wait
 from inner_plane import celery_bridge
 from inner_plane.config import Settings
 from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.lane.user_turns import TURN_NAMESPACE, user_turn
+from inner_plane.lane.user_turns import user_turn
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.model_wire import Served, slow
-from tests.support.processes import ChildProcess, celery_worker
+from tests.support.processes import celery_worker
 from tests.support.responses_wire import ResponsesServer, message
 from tests.support.stores import Stores
 
@@ -46,15 +46,6 @@ def _has_user(body: dict[str, Any]) -> bool:
     return bool(items) and isinstance(items[-1], dict) and items[-1].get("role") == "user"
 
 
-def _wait(condition: Any, timeout: float, what: str, every_s: float = 0.002) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"benchmark timed out waiting for {what}")
-        time.sleep(every_s)
-    return value
-
-
 def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path) -> dict[str, Any]:
     server = ResponsesServer(policy=lambda conversation: [message("Here I am.")])
     # Background calls (no user message) stall; the user's turn is answered at once.
@@ -63,79 +54,67 @@ def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path)
     journaled_ms: list[float] = []
     answered_ms: list[float] = []
     baseline_ms: list[float] = []
-    with server.running():
-        env = stores.env(
-            INNER_PLANE_AGENT="openai",
-            INNER_PLANE_OPENAI_BASE_URL=server.base_url,
-            INNER_PLANE_OPENAI_MODEL="bench-model",
-            INNER_PLANE_OPENAI_API_KEY="unused",
-            INNER_PLANE_BATCH_QUIET_MS="20",
-            INNER_PLANE_BATCH_MAX_AGE_MS="100",
-            INNER_PLANE_LOG_LEVEL="WARNING",
-            INNER_PLANE_WAKE_BUDGET_PER_HOUR="1000000",
-        )
-        workers: list[ChildProcess] = [
-            celery_worker("bench-preempt", env, log_dir, queues="activation").start(),
-            celery_worker(
-                "bench-turns", env, log_dir, queues=celery_bridge.USER_TURNS_QUEUE
-            ).start(),
-        ]
-        try:
-            for worker in workers:
-                worker.wait_for(" ready.", 60)
-            journal = ActivationJournal(runtime.engine)
-            # Alternating: by task name (the figure), or journaled in-process by the
-            # library (the lane's own part, without the Celery hop to the user-turns worker).
-            for n in range(ROUNDS * 2):
-                by_task = n % 2 == 0
-                publish(kind="task.completed", source="bench", delegate_id=DELEGATE, data={"n": n})
+    env = lane_env(
+        stores,
+        INNER_PLANE_AGENT="openai",
+        INNER_PLANE_OPENAI_BASE_URL=server.base_url,
+        INNER_PLANE_OPENAI_MODEL="bench-model",
+        INNER_PLANE_OPENAI_API_KEY="unused",
+    )
+    workers = [
+        celery_worker("bench-preempt", env, log_dir, queues="activation"),
+        celery_worker("bench-turns", env, log_dir, queues=celery_bridge.USER_TURNS_QUEUE),
+    ]
+    with server.running(), running(workers, ready_s=60):
+        journal = ActivationJournal(runtime.engine)
+        # Alternating: by task name (the figure), or journaled in-process by the
+        # library (the lane's own part, without the Celery hop to the user-turns worker).
+        for n in range(ROUNDS * 2):
+            by_task = n % 2 == 0
+            publish(kind="task.completed", source="bench", delegate_id=DELEGATE, data={"n": n})
 
-                def in_flight() -> Served | None:
-                    for served in reversed(server.served):
-                        if not _has_user(served.body) and served.status == 200:
-                            done = served.completed or served.closed_by_client_at is not None
-                            return None if done else served
-                    return None
+            def in_flight() -> Served | None:
+                for served in reversed(server.served):
+                    if not _has_user(served.body) and served.status == 200:
+                        done = served.completed or served.closed_by_client_at is not None
+                        return None if done else served
+                return None
 
-                stalled: Served = _wait(in_flight, 60, "a stalled background call")
-                time.sleep(0.05)  # well inside the stall, as a turn would arrive
-                sent = time.monotonic()
-                if by_task:
-                    task_id = celery_bridge.send(
-                        settings,
-                        celery_bridge.USER_TURN_TASK,
-                        celery_bridge.USER_TURNS_QUEUE,
-                        args=(DELEGATE, f"are you there? {n}", "bench"),
-                    )
-                    turn_id = uuid.uuid5(TURN_NAMESPACE, task_id)
-                else:
-                    turn_id = user_turn(DELEGATE, f"are you there? {n}", "bench", runtime)
-                _wait(lambda s=stalled: s.closed_by_client_at is not None, 30, "the abort")
-                assert stalled.closed_by_client_at is not None
-                elapsed_ms = (stalled.closed_by_client_at - sent) * 1000
-                (aborted_ms if by_task else journaled_ms).append(elapsed_ms)
-                _wait(
-                    lambda t=turn_id: (
-                        (turn := journal.user_turn(t)) is not None and turn.state == "done"
-                    ),
-                    60,
-                    "the turn answered",
-                    every_s=0.02,  # a journal query: do not load the machine being measured
-                )
-                if by_task:
-                    answered_ms.append((time.monotonic() - sent) * 1000)
-            # Baseline, same server, same minute: one request answered at once.
-            with httpx.Client() as client:
-                for _ in range(ROUNDS):
-                    t0 = time.monotonic()
-                    client.post(
-                        f"{server.base_url}/responses",
-                        json={"model": "m", "input": [{"role": "user", "content": "x"}]},
-                    ).raise_for_status()
-                    baseline_ms.append((time.monotonic() - t0) * 1000)
-        finally:
-            for worker in workers:
-                worker.stop()
+            stalled = wait(in_flight, 60, "a stalled background call", every_s=0.002)
+            time.sleep(0.05)  # well inside the stall, as a turn would arrive
+            sent = time.monotonic()
+            if by_task:
+                turn_id = send_user_turn(settings, DELEGATE, f"are you there? {n}")
+            else:
+                turn_id = user_turn(DELEGATE, f"are you there? {n}", "bench", runtime)
+            wait(
+                lambda s=stalled: s.closed_by_client_at is not None,
+                30,
+                "the abort",
+                every_s=0.002,
+            )
+            assert stalled.closed_by_client_at is not None
+            elapsed_ms = (stalled.closed_by_client_at - sent) * 1000
+            (aborted_ms if by_task else journaled_ms).append(elapsed_ms)
+            wait(
+                lambda t=turn_id: (
+                    (turn := journal.user_turn(t)) is not None and turn.state == "done"
+                ),
+                60,
+                "the turn answered",
+                every_s=0.02,  # a journal query: do not load the machine being measured
+            )
+            if by_task:
+                answered_ms.append((time.monotonic() - sent) * 1000)
+        # Baseline, same server, same minute: one request answered at once.
+        with httpx.Client() as client:
+            for _ in range(ROUNDS):
+                t0 = time.monotonic()
+                client.post(
+                    f"{server.base_url}/responses",
+                    json={"model": "m", "input": [{"role": "user", "content": "x"}]},
+                ).raise_for_status()
+                baseline_ms.append((time.monotonic() - t0) * 1000)
     aborted, journaled = summary(aborted_ms, 1), summary(journaled_ms, 1)
     answered, baseline = summary(answered_ms, 1), summary(baseline_ms, 2)
     print(f"user turn sent by task name -> in-flight call aborted, ms: {aborted} (p99 <= 250?)")
@@ -153,26 +132,7 @@ def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path)
 
 
 def main() -> None:
-    import os
-
-    from bench import harness
-    from inner_plane import logs
-    from inner_plane.config import build_settings
-    from inner_plane.runtime import build_runtime, set_runtime
-    from tests.support.stores import truncate_all
-
-    logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
-    with harness.stores("preempt") as stores:
-        truncate_all(stores.database_url)
-        settings = build_settings(
-            database_url=stores.database_url, redis_url=stores.redis_url, data_dir=stores.data_dir
-        )
-        runtime = build_runtime(settings)
-        set_runtime(runtime)
-        runtime.redis.flushdb()
-        log_dir = stores.data_dir / "bench-logs"
-        log_dir.mkdir(exist_ok=True)
-        harness.emit(measure(stores, settings, runtime, log_dir))
+    run_alone("preempt", measure)
 
 
 if __name__ == "__main__":

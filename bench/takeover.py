@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import QUICK, summary
-from inner_plane import celery_bridge
+from bench.workers import lane_env, run_alone, running, send_user_turn, wait
 from inner_plane.config import Settings
 from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.lane.user_turns import TURN_NAMESPACE
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.processes import ChildProcess, celery_worker
@@ -37,15 +36,7 @@ from tests.support.stores import Stores
 ROUNDS = 5 if QUICK else 12
 DELEGATE = "takeover"
 SCRIPT = {"steps": 200, "step_s": 0.05, "user_turn_steps": 0, "reply": "here"}
-
-
-def _wait(condition: Any, timeout: float, what: str, every_s: float = 0.01) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"benchmark timed out waiting for {what}")
-        time.sleep(every_s)
-    return value
+POLL_S = 0.01  # how often the journal is read while waiting
 
 
 def _parent(pid: int) -> int:
@@ -56,17 +47,12 @@ def _parent(pid: int) -> int:
 
 
 def _turn_answered(settings: Settings, journal: ActivationJournal, n: int, sent: float) -> float:
-    task_id = celery_bridge.send(
-        settings,
-        celery_bridge.USER_TURN_TASK,
-        celery_bridge.USER_TURNS_QUEUE,
-        args=(DELEGATE, f"are you there? {n}", "bench"),
-    )
-    turn_id = uuid.uuid5(TURN_NAMESPACE, task_id)
-    turn = _wait(
-        lambda: (t := journal.user_turn(turn_id)) is not None and t.state == "done" and t,
+    turn_id = send_user_turn(settings, DELEGATE, f"are you there? {n}")
+    turn = wait(
+        lambda: t if (t := journal.user_turn(turn_id)) is not None and t.state == "done" else None,
         120,
         "the turn answered",
+        every_s=POLL_S,
     )
     took = time.monotonic() - sent
     record = journal.get(turn.activation_id) if turn.activation_id else None
@@ -81,43 +67,34 @@ def _turn_answered(settings: Settings, journal: ActivationJournal, n: int, sent:
 
 
 def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path) -> dict[str, Any]:
-    env = stores.env(
-        INNER_PLANE_AGENT="scripted",
-        INNER_PLANE_AGENT_SCRIPT=json.dumps(SCRIPT),
-        INNER_PLANE_BATCH_QUIET_MS="20",
-        INNER_PLANE_BATCH_MAX_AGE_MS="100",
-        INNER_PLANE_LOG_LEVEL="WARNING",
-        INNER_PLANE_WAKE_BUDGET_PER_HOUR="1000000",
+    env = lane_env(
+        stores, INNER_PLANE_AGENT="scripted", INNER_PLANE_AGENT_SCRIPT=json.dumps(SCRIPT)
     )
     journal = ActivationJournal(runtime.engine)
     count = 0
     run = uuid.uuid4().hex[:6]  # fresh log files: a " ready." of an earlier run must not count
 
-    def start_activation_worker() -> ChildProcess:
+    def activation_worker() -> ChildProcess:
         nonlocal count
         count += 1
-        return celery_worker(
-            f"bench-takeover-{run}-{count}", env, log_dir, queues="activation"
-        ).start()
+        return celery_worker(f"bench-takeover-{run}-{count}", env, log_dir, queues="activation")
 
-    workers = [start_activation_worker(), start_activation_worker()]
-    turns = celery_worker(f"bench-takeover-{run}-turns", env, log_dir, queues="user_turns").start()
     takeover_s: list[float] = []
     baseline_s: list[float] = []
-    try:
-        for worker in [*workers, turns]:
-            worker.wait_for(" ready.", 90)
+    turns = celery_worker(f"bench-takeover-{run}-turns", env, log_dir, queues="user_turns")
+    with running([activation_worker(), activation_worker(), turns], ready_s=90) as workers:
         for n in range(ROUNDS):
             # Baseline: no crash, idle delegate.
-            _wait(
+            wait(
                 lambda: not any(r.state == "running" for r in journal.recent(DELEGATE, 5)),
                 60,
                 "idle",
+                every_s=POLL_S,
             )
             baseline_s.append(_turn_answered(settings, journal, 2 * n, time.monotonic()))
 
             publish(kind="task.completed", source="bench", delegate_id=DELEGATE, data={"n": n})
-            running = _wait(
+            running_now = wait(
                 lambda: next(
                     (
                         r
@@ -128,19 +105,18 @@ def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path)
                 ),
                 60,
                 "a running background activation",
+                every_s=POLL_S,
             )
-            holder = int(running.holder.split(":")[1])
+            holder = int(running_now.holder.split(":")[1])
+            # The holder is an activation worker's pool process (or the worker itself).
             [victim] = [w for w in workers if w.pid in (holder, _parent(holder))]
             killed = time.monotonic()
             victim.kill(signal.SIGKILL)
             takeover_s.append(_turn_answered(settings, journal, 2 * n + 1, killed))
             workers.remove(victim)
-            replacement = start_activation_worker()
+            replacement = activation_worker().start()
             workers.append(replacement)
             replacement.wait_for(" ready.", 90)
-    finally:
-        for worker in [*workers, turns]:
-            worker.stop()
     taken, baseline = summary(takeover_s, 2), summary(baseline_s, 2)
     print(f"kill -9 of the holder -> user turn answered, s: {taken} (p99 <= 5?)")
     print(f"baseline: user turn answered with no crash, s: {baseline}")
@@ -154,26 +130,7 @@ def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path)
 
 
 def main() -> None:
-    import os
-
-    from bench import harness
-    from inner_plane import logs
-    from inner_plane.config import build_settings
-    from inner_plane.runtime import build_runtime, set_runtime
-    from tests.support.stores import truncate_all
-
-    logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
-    with harness.stores("takeover") as stores:
-        truncate_all(stores.database_url)
-        settings = build_settings(
-            database_url=stores.database_url, redis_url=stores.redis_url, data_dir=stores.data_dir
-        )
-        runtime = build_runtime(settings)
-        set_runtime(runtime)
-        runtime.redis.flushdb()
-        log_dir = stores.data_dir / "bench-logs"
-        log_dir.mkdir(exist_ok=True)
-        harness.emit(measure(stores, settings, runtime, log_dir))
+    run_alone("takeover", measure)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""No query of the lane, the sweeper, the composer or the lists scans a growing table (issue 15).
+"""No query of the lane, the sweeper, the composer, the timer tick or the lists scans a growing
+table (issue 15).
 
 The statements are not listed by hand: the real functions run on a journal of a few thousand
 rows while a ``before_cursor_execute`` hook records every statement they send, and each recorded
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,12 +27,14 @@ from inner_plane.journal import conversation, reads, thoughtflow
 from inner_plane.journal.context import snapshot
 from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
+from inner_plane.journal.timers import TimerJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from inner_plane.timers import add_timer, tick
 
-GROWING = {"signals", "signal_events", "user_turns", "activations", "conversation_events"}
+GROWING = {"signals", "signal_events", "user_turns", "activations", "conversation_events", "timers"}
 ROWS = 4_000
 DELEGATES = 40
 
@@ -178,10 +182,14 @@ def _explain(engine: Engine, statement: str, parameters: Any) -> list[str]:
 
 
 @pytest.fixture
-def history(runtime: Runtime) -> Runtime:
+def history(runtime: Runtime, tmp_path: Path) -> Runtime:
     _load_history(runtime.engine)
+    timers_file = tmp_path / "timers.toml"
+    timers_file.write_text('[timers.plans-pulse]\ndelegate = "p5"\nevery_s = 60\npurpose = "p"\n')
     settings = runtime.settings.model_copy(
         update={
+            "timers_file": timers_file,
+            "timers_leader_lock": False,
             "batch_quiet_ms": 0,
             "batch_max_age_ms": 0,
             "retry_base_s": 0.01,
@@ -193,7 +201,8 @@ def history(runtime: Runtime) -> Runtime:
 
 def _exercise(rt: Runtime) -> None:
     """The lane (with a user turn, a success and a failure), the sweeper, the composer's reads,
-    retention, and every list and show of the CLI and API."""
+    retention, the timer tick (static and dynamic timers, firing), and every list and show of
+    the CLI and API."""
     journal = ActivationJournal(rt.engine)
     composer = ContextComposer(rt)
     publish(kind="task.completed", source="plans", delegate_id="p1", dedup_key="one", runtime=rt)
@@ -202,6 +211,13 @@ def _exercise(rt: Runtime) -> None:
     publish(kind="task.completed", source="plans", delegate_id="p2", runtime=rt)
     Lane(rt, FailingAgent(), composer, holder="plans").run("p2")
     sweep(rt)
+    for n in range(3):
+        add_timer(
+            {"name": f"plans-{n}", "delegate_id": "p4", "purpose": "p", "every_s": 60}, runtime=rt
+        )
+    now = TimerJournal(rt.engine).now()
+    tick(rt, now=now)  # the static timer's first sight
+    assert tick(rt, now=now + timedelta(seconds=61)).fired == 4
     delete_finished_signals(rt.engine, timedelta(hours=1))
     signal = rt.signals.list("p3", limit=1)[0]
     rt.signals.get(signal.id)
@@ -276,6 +292,58 @@ def test_a_state_page_walks_the_state_index_even_when_its_rows_are_old(history: 
             rows.close()
         assert "Index Scan Backward using ix_signals_state_seq" in plan, plan
         assert "Rows Removed by Filter" not in plan and "Sort" not in plan, plan
+
+
+# pk_timers, and the indexes whose predicate is state = 'active'.
+ACTIVE_OR_KEYED = ("pk_timers", "uq_timers_active_name", "ix_timers_due")
+
+
+def test_the_timer_tick_reads_and_writes_timers_by_index(history: Runtime) -> None:
+    """Among thousands of finished timers, the tick's read takes the due ones from ix_timers_due
+    and its write finds its timers by primary key or among the active ones, never among the
+    finished (EXPLAIN ANALYZE with the tick's own parameters, the planner left free)."""
+    with history.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO timers (id, delegate_id, name, purpose, timezone, every_s, start_at,
+                                    mode, missed, catch_up_s, state, created_by, created_at)
+                SELECT gen_random_uuid(), 'p' || (g % :delegates), 'done-' || g, 'p', 'UTC', 60,
+                       now() - interval '1 day', 'wake', 'latest', 60,
+                       CASE WHEN g % 2 = 0 THEN 'done' ELSE 'cancelled' END, 'history',
+                       now() - interval '1 day'
+                  FROM generate_series(1, :rows) g
+                """
+            ),
+            {"rows": ROWS, "delegates": DELEGATES},
+        )
+        connection.execute(text("ANALYZE timers"))
+    for n in range(3):
+        add_timer({"name": f"due-{n}", "purpose": "p", "every_s": 60}, runtime=history)
+    now = TimerJournal(history.engine).now() + timedelta(seconds=61)
+    with StatementLog(history.engine) as log:
+        assert tick(history, now=now).fired == 3 + 1  # and the static timer's first sight
+    plans: dict[str, str] = {}
+    for statement, parameters in log.statements.items():
+        if "timers" not in statement:
+            continue
+        raw = history.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", parameters)
+            plans[" ".join(statement.split())[:40]] = "\n".join(r for (r,) in cursor.fetchall())
+            raw.rollback()
+        finally:
+            raw.close()
+    [read] = [p for s, p in plans.items() if s.startswith("SELECT timers.id")]
+    [write] = [p for s, p in plans.items() if s.startswith("WITH moved AS (UPDATE timers")]
+    assert "ix_timers_due" in read and "Index Cond: (next_due <=" in read, read
+    # By primary key, or (a few active timers, the function's rows overestimated) through an
+    # index of the active ones only: never the finished ones.
+    scans = [line for line in write.splitlines() if "Scan" in line and " on timers" in line]
+    assert scans and all(
+        any(f"using {index} on timers" in line for index in ACTIVE_OR_KEYED) for line in scans
+    ), write
 
 
 def test_the_composer_snapshot_keeps_one_generic_plan_on_a_long_conversation(

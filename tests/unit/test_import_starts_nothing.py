@@ -24,8 +24,13 @@ for name in names:
     importlib.import_module(name)
 from inner_plane.services.embedded import started_services
 import workers
-children = [p for p in os.listdir("/proc") if p.isdigit()
-            and open(f"/proc/{p}/stat").read().split(") ")[1].split()[1] == str(os.getpid())]
+def parent(pid):
+    try:  # a process of the machine's may end between the listing and the read
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1].split()[1]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+children = [p for p in os.listdir("/proc") if p.isdigit() and parent(p) == str(os.getpid())]
 print(json.dumps({
     "imported": len(names),
     "services": started_services() is not None,
