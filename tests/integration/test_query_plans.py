@@ -30,6 +30,7 @@ from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.journal.timers import TimerJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep
+from inner_plane.memory import recall, remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.timers import add_timer, tick
@@ -388,3 +389,45 @@ def test_the_composer_snapshot_keeps_one_generic_plan_on_a_long_conversation(
         ).all()
     assert plans, "the snapshot statement was not prepared"
     assert plans[0].generic_plans > 0, plans
+
+
+def _memory_index_rows(plan: dict[str, Any]) -> Iterator[tuple[str, float]]:
+    if plan.get("Node Type") == "Bitmap Index Scan" and "memories" in plan.get("Index Name", ""):
+        yield plan["Index Name"], plan["Actual Rows"]
+    for child in plan.get("Plans", ()):
+        yield from _memory_index_rows(child)
+
+
+def test_memory_recall_reads_only_the_delegates_own_entries(runtime: Runtime) -> None:
+    """A recall probe reads one delegate's memories holding a word, however many memories of
+    other delegates hold it too: the store growing by other delegates costs it nothing."""
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO memories (id, delegate_id, kind, content, relation, source)
+                SELECT gen_random_uuid(), 'other' || (g % 500), 'learned',
+                       'the budget report for meeting ' || g, 'new', 'plans'
+                  FROM generate_series(1, 20000) g
+                """
+            )
+        )
+        connection.execute(text("ANALYZE memories"))
+    for n in range(3):
+        remember(f"the budget for trip {n}", delegate_id="mine", runtime=runtime)
+    with StatementLog(runtime.engine) as log:
+        assert len(recall("budget meeting", "mine", runtime=runtime)) == 3
+    [(statement, parameters)] = [
+        (s, p) for s, p in log.statements.items() if "FROM memories" in s and "tsv" in s
+    ]
+    raw = runtime.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters)
+        [[plan]] = cursor.fetchall()
+        raw.rollback()
+    finally:
+        raw.close()
+    read = list(_memory_index_rows(plan[0]["Plan"]))
+    # Each word's probe (loops average the rows): at most the delegate's three memories.
+    assert all(rows <= 3 for _, rows in read), read
