@@ -17,12 +17,24 @@ query ranks a delegate's live ambient set, so that mix measured the set, not the
 Equal work at every size: pages hold 10 rows and the composer's history 8 messages, what a
 delegate has at 10k rows, so each size returns the same rows.
 
-Each operation is sampled on the three sizes in rotating order (round r starts at size r mod 3),
-after one discarded warm-up round. Printed per operation: p50 and p99 per size, and the ratios
-of the largest to the smallest size. The last line is one JSON object; ``growth_max_ratio`` is
-the largest p50 ratio (target <= 1.25), ``growth_max_p99_ratio`` the largest p99 ratio (<= 1.5).
+Each operation is sampled ``--repeats`` times a size in each of ``--rounds`` rounds, the sizes
+interleaved and their order rotated at every sample, after one discarded warm-up round. Every
+sample is timed twice: as measured, and less the time the bench's thread and the journal's
+PostgreSQL backends sat runnable waiting for a core (/proc/<pid>/schedstat). On a shared
+machine that wait is the other processes' load, not the operation's cost, and it swamps a
+millisecond operation (at load 8 a 1.3 ms read measured 4 ms, its ratios swinging by 1.6x);
+less the wait, it is what the operation takes on an idle machine, I/O waits included.
 
-    .venv/bin/python -m bench.growth [--quick] [--reload] [--rounds N]
+Printed per operation: p50 and p99 per size less the wait, the largest size's ratios to the
+smallest (p50, p99, and the p50 ratio taken within each round then the median of the rounds),
+the ratios as measured, and the shared buffers its reading statements touch on the smallest and
+the largest journal (EXPLAIN ANALYZE: a count load cannot change, so a query that grows shows
+there even when timings are noisy). Kept journals are cleaned of what earlier runs added first.
+The last line is one JSON object: ``growth_max_ratio`` is the largest p50 ratio (target
+<= 1.25), ``growth_max_p99_ratio`` the largest p99 ratio (<= 1.5), both less the wait;
+``growth_max_wall_ratio`` and ``growth_max_wall_p99_ratio`` the same as measured.
+
+    .venv/bin/python -m bench.growth [--quick] [--reload] [--rounds N] [--repeats N]
 """
 
 from __future__ import annotations
@@ -32,7 +44,9 @@ import io
 import json
 import os
 import random
+import re
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -42,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
 from bench.harness import ROOT, emit, pct
@@ -319,6 +333,38 @@ def upgrade_v1(url: str) -> None:
         db.execute("VACUUM (ANALYZE)")
 
 
+# What the operations write, by the time column that tells it from the loaded rows (every loaded
+# row is older than the load's end).
+ADDED_ROWS = (
+    ("signals", "created_at"),
+    ("signal_events", "at"),
+    ("activations", "started_at"),
+    ("conversation_events", "created_at"),
+    ("thoughtflows", "created_at"),
+    ("user_turns", "created_at"),
+    ("live_events", "at"),
+)
+
+
+def clean(url: str) -> None:
+    """Delete what earlier runs' operations added, so every run measures the journal as loaded
+    (a thousand rows of debris would make the smallest journal a third larger)."""
+    with psycopg.connect(database.libpq_url(url), autocommit=True) as db:
+        for table, column in ADDED_ROWS:
+            db.execute(
+                f"DELETE FROM {table} WHERE {column} > (SELECT loaded_at FROM growth_loaded)"  # noqa: S608
+            )
+        db.execute("VACUUM (ANALYZE)")
+
+
+def loaded_at(url: str) -> datetime:
+    with psycopg.connect(database.libpq_url(url)) as db:
+        row = db.execute("SELECT loaded_at FROM growth_loaded").fetchone()
+    assert row is not None
+    value: datetime = row[0]
+    return value
+
+
 def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
     """The database for one size: kept from an earlier run when its data has this version."""
     url = make_url(database.sqlalchemy_url(base_url)).set(database=f"growth_{label}")
@@ -341,8 +387,7 @@ def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
                 found = (size, LOAD_VERSION)
             if found == (size, LOAD_VERSION):
                 database.upgrade(url_text)  # migrations added since the load
-                with psycopg.connect(database.libpq_url(url_text), autocommit=True) as db:
-                    db.execute("ANALYZE")
+                clean(url_text)
                 return url_text
         if exists is not None:
             connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
@@ -375,6 +420,9 @@ class Journal:
     activations: ActivationJournal
     sample_signal: dict[str, uuid.UUID]  # delegate -> one of its signals
     compose_for: dict[str, Activation]
+    # Retention's age, counted from the load: the history stays inside it however long the
+    # journal is kept, so the operation checks and deletes nothing (only its query is measured).
+    retention: timedelta
 
 
 def open_journal(label: str, url: str, redis_url: str, data_dir: Path) -> Journal:
@@ -404,8 +452,16 @@ def open_journal(label: str, url: str, redis_url: str, data_dir: Path) -> Journa
         compose_for[delegate] = Activation(
             uuid.uuid4(), delegate, Trigger.WAKE, 1, datetime.now(UTC), (signal,)
         )
+    retention = RETENTION + (datetime.now(UTC) - loaded_at(url))
     return Journal(
-        label, runtime, lane, composer, ActivationJournal(runtime.engine), sample, compose_for
+        label,
+        runtime,
+        lane,
+        composer,
+        ActivationJournal(runtime.engine),
+        sample,
+        compose_for,
+        retention,
     )
 
 
@@ -442,7 +498,7 @@ def operations() -> dict[str, Callable[[Journal, str, int], Any]]:
         return j.composer.compose(j.compose_for[d])
 
     def retention(j: Journal, d: str, n: int) -> Any:
-        return delete_finished_signals(j.runtime.engine, RETENTION)
+        return delete_finished_signals(j.runtime.engine, j.retention)
 
     def list_delegate(j: Journal, d: str, n: int) -> Any:
         return j.runtime.signals.list(d, None, None, PAGE)
@@ -491,15 +547,146 @@ def add_wake(j: Journal, d: str, n: int) -> None:
         )
 
 
+# Latency in ms by operation, size and round (one list of samples per round).
+Series = dict[str, dict[str, list[list[float]]]]
+
+
+class RunQueue:
+    """Time the bench's thread and a journal's PostgreSQL backends spent runnable but waiting
+    for a core (Linux's /proc/<pid>/schedstat, second field, in ns). On a shared machine that
+    wait is the other processes' load, not the operation's cost: latency less it is what the
+    operation takes on an idle machine (work and I/O waits, such as a commit's fsync)."""
+
+    def __init__(self) -> None:
+        self.own = Path(f"/proc/self/task/{threading.get_native_id()}/schedstat")
+        self.backends: dict[str, list[int]] = {}
+
+    def refresh(self, j: Journal) -> None:
+        """The journal's backends (its database is its own, so every client backend is ours)."""
+        with j.runtime.engine.connect() as connection:
+            self.backends[j.label] = list(
+                connection.execute(
+                    text(
+                        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND backend_type = 'client backend'"
+                    )
+                ).scalars()
+            )
+
+    def waited_ns(self, j: Journal) -> int:
+        total = 0
+        for path in (self.own, *(Path(f"/proc/{pid}/schedstat") for pid in self.backends[j.label])):
+            try:
+                total += int(path.read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # not Linux, or a backend gone: its wait is left in the latency
+        return total
+
+
+def measure(journals: list[Journal], rounds: int, repeats: int) -> tuple[Series, Series]:
+    """Latency of each operation by size and round, as measured and less the run-queue wait
+    (:class:`RunQueue`): ``repeats`` samples a size per round, the sizes interleaved and their
+    order rotated at each sample, so a slow moment of the machine falls on every size alike.
+    Round 0 warms caches and connections and is discarded."""
+    ops = operations()
+    wall: Series = {name: {j.label: [[] for _ in range(rounds)] for j in journals} for name in ops}
+    unqueued: Series = {
+        name: {j.label: [[] for _ in range(rounds)] for j in journals} for name in ops
+    }
+    queue = RunQueue()
+    delegates = sorted(journals[0].sample_signal)
+    n = 0
+    for round_ in range(rounds + 1):
+        for j in journals:
+            queue.refresh(j)
+        d = delegates[(round_ * 7) % len(delegates)]
+        for name, op in ops.items():
+            for _ in range(repeats):
+                n += 1
+                for j in journals[n % 3 :] + journals[: n % 3]:
+                    if name == "activation":
+                        add_wake(j, d, n)
+                    waited = queue.waited_ns(j)
+                    t0 = time.perf_counter_ns()
+                    op(j, d, n)
+                    elapsed = time.perf_counter_ns() - t0
+                    waited = queue.waited_ns(j) - waited
+                    if round_:
+                        wall[name][j.label][round_ - 1].append(elapsed / 1e6)
+                        unqueued[name][j.label][round_ - 1].append((elapsed - waited) / 1e6)
+    return wall, unqueued
+
+
+_WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE)\b|pg_(try_)?advisory|pg_notify", re.IGNORECASE)
+
+
+def buffers(j: Journal, name: str, d: str) -> int:
+    """Shared buffers (hit + read) that the operation's reading statements touch, by EXPLAIN
+    (ANALYZE, BUFFERS): a count that machine load does not change, so what grows with the
+    journal shows here even when the timings are noisy. Writes are left out (EXPLAIN ANALYZE
+    would run them again); their cost grows only with the height of the indexes they add to."""
+    statements: list[tuple[str, Any]] = []
+
+    def record(_c: Any, _cur: Any, statement: str, parameters: Any, _x: Any, many: bool) -> None:
+        statements.append((statement, parameters[0] if many and parameters else parameters))
+
+    if name == "activation":
+        add_wake(j, d, 0)
+    event.listen(j.runtime.engine, "before_cursor_execute", record)
+    try:
+        operations()[name](j, d, 0)
+    finally:
+        event.remove(j.runtime.engine, "before_cursor_execute", record)
+    total = 0
+    for statement, parameters in statements:
+        if not statement.lstrip().upper().startswith(("SELECT", "WITH")):
+            continue
+        if _WRITES.search(statement):
+            continue
+        raw = j.runtime.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", parameters)
+            [[plan]] = cursor.fetchall()
+            raw.rollback()
+        finally:
+            raw.close()
+        top = plan[0]["Plan"]
+        total += int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+    return total
+
+
+def growth(by_size: dict[str, list[list[float]]], small: str, big: str) -> dict[str, Any]:
+    """p50 and p99 of each size over every round, the ratios of the largest size's to the
+    smallest's, and the p50 ratio taken within each round then the median of the rounds (a check
+    that the pooled one is not the product of a slow stretch of the run)."""
+    pooled = {label: [t for r in rounds for t in r] for label, rounds in by_size.items()}
+    p50 = {label: statistics.median(v) for label, v in pooled.items()}
+    p99 = {label: pct(v, 0.99) for label, v in pooled.items()}
+    by_round = statistics.median(
+        statistics.median(b) / statistics.median(s)
+        for s, b in zip(by_size[small], by_size[big], strict=True)
+    )
+    return {
+        "p50_ms": {label: round(v, 3) for label, v in p50.items()},
+        "p99_ms": {label: round(v, 3) for label, v in p99.items()},
+        "p50_ratio": round(p50[big] / p50[small], 3),
+        "p99_ratio": round(p99[big] / p99[small], 3),
+        "p50_ratio_by_round": round(by_round, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1k/10k/100k rows, fewer rounds")
     parser.add_argument("--reload", action="store_true", help="rebuild the kept databases")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=None, help="samples a size per round")
     args = parser.parse_args()
     sizes = (1_000, 10_000, 100_000) if args.quick else (10_000, 100_000, 1_000_000)
     labels = ("1k", "10k", "100k") if args.quick else ("10k", "100k", "1m")
-    rounds = args.rounds or (12 if args.quick else 30)
+    rounds = args.rounds or (16 if args.quick else 30)
+    repeats = args.repeats or (6 if args.quick else 8)
     global PAGE, HISTORY
     PAGE = max(1, sizes[0] // DELEGATES)
     HISTORY = max(1, PAGE * 4 // 5)
@@ -519,66 +706,53 @@ def main() -> None:
         for label, url in zip(labels, urls, strict=True)
     ]
     journals[0].runtime.redis.flushdb()
-    ops = operations()
-    samples: dict[str, dict[str, list[float]]] = {
-        name: {label: [] for label in labels} for name in ops
-    }
-    delegates = sorted(journals[0].sample_signal)
-    for round_ in range(rounds + 1):  # round 0 warms caches and connections, discarded
-        order = journals[round_ % 3 :] + journals[: round_ % 3]
-        d = delegates[(round_ * 7) % len(delegates)]
-        for name, op in ops.items():
-            for j in order:
-                if name == "activation":
-                    add_wake(j, d, round_)
-                t0 = time.perf_counter()
-                op(j, d, round_)
-                elapsed = (time.perf_counter() - t0) * 1000
-                if round_:
-                    samples[name][j.label].append(elapsed)
-
+    wall, unqueued = measure(journals, rounds, repeats)
     small, big = labels[0], labels[-1]
+    d = sorted(journals[0].sample_signal)[1]
+    touched = {
+        name: {j.label: buffers(j, name, d) for j in (journals[0], journals[-1])} for name in wall
+    }
+
     figures: dict[str, Any] = {
         "machine": f"{os.cpu_count()} cores, shared; embedded PostgreSQL 18 + Redis 6.2",
         "quick": args.quick,
         "sizes": dict(zip(labels, sizes, strict=True)),
         "rounds": rounds,
+        "repeats": repeats,
         "page_rows": PAGE,
         "history_messages": HISTORY,
         "load_and_migrate_s": round(load_s, 1),
     }
-    ratios: dict[str, float] = {}
-    p99_ratios: dict[str, float] = {}
-    header = " ".join(f"{lb + ' p50':>10} {lb + ' p99':>10}" for lb in labels)
-    print(f"\n{'operation':24} {header}")
-    for name, by_size in samples.items():
-        p50 = {lb: statistics.median(v) for lb, v in by_size.items()}
-        p99 = {lb: pct(v, 0.99) for lb, v in by_size.items()}
-        ratios[name] = round(p50[big] / p50[small], 3)
-        p99_ratios[name] = round(p99[big] / p99[small], 3)
-        figures[name] = {
-            "p50_ms": {lb: round(v, 3) for lb, v in p50.items()},
-            "p99_ms": {lb: round(v, 3) for lb, v in p99.items()},
-            "p50_ratio": ratios[name],
-            "p99_ratio": p99_ratios[name],
-        }
+    header = " ".join(f"{lb + ' p50':>9} {lb + ' p99':>9}" for lb in labels)
+    print(
+        f"\nms less run-queue wait; ratios {big}/{small}: of that, by round, and as measured\n"
+        f"{'operation':22} {header}   p50 x  p99 x  round x   wall p50 x  wall p99 x  buffers"
+    )
+    for name in wall:
+        net, raw = growth(unqueued[name], small, big), growth(wall[name], small, big)
+        figures[name] = {**net, "wall": raw, "buffers": touched[name]}
         print(
-            f"{name:24} "
-            + " ".join(f"{p50[lb]:10.2f} {p99[lb]:10.2f}" for lb in labels)
-            + f"   x{ratios[name]:.2f} (p99 x{p99_ratios[name]:.2f})"
+            f"{name:22} "
+            + " ".join(f"{net['p50_ms'][lb]:9.2f} {net['p99_ms'][lb]:9.2f}" for lb in labels)
+            + f" {net['p50_ratio']:6.2f} {net['p99_ratio']:6.2f} {net['p50_ratio_by_round']:8.2f}"
+            + f" {raw['p50_ratio']:11.2f} {raw['p99_ratio']:11.2f}"
+            + f"  {touched[name][small]} -> {touched[name][big]}"
         )
-    worst = max(ratios, key=lambda k: ratios[k])
-    worst_p99 = max(p99_ratios, key=lambda k: p99_ratios[k])
-    figures["growth_ratios"] = ratios
-    figures["growth_max_ratio"] = ratios[worst]
-    figures["growth_max_ratio_operation"] = worst
-    figures["growth_max_p99_ratio"] = p99_ratios[worst_p99]
-    figures["growth_max_p99_ratio_operation"] = worst_p99
+    for key, series in (("", figures), ("wall_", {n: figures[n]["wall"] for n in wall})):
+        for kind in ("p50", "p99"):
+            ratios = {name: series[name][f"{kind}_ratio"] for name in wall}
+            worst = max(ratios, key=lambda k: ratios[k])
+            name = f"growth_max_{key}{'' if kind == 'p50' else 'p99_'}ratio"
+            figures[name] = ratios[worst]
+            figures[f"{name}_operation"] = worst
+    figures["growth_ratios"] = {name: figures[name]["p50_ratio"] for name in wall}
     figures["total_s"] = round(time.perf_counter() - began, 1)
     print(
-        f"\n{big}/{small} p50: largest x{ratios[worst]} ({worst}; target <= 1.25); "
-        f"p99: largest x{p99_ratios[worst_p99]} ({worst_p99}; target <= 1.5); "
-        f"{figures['total_s']} s in all"
+        f"\n{big}/{small} p50: largest x{figures['growth_max_ratio']} "
+        f"({figures['growth_max_ratio_operation']}; target <= 1.25); p99: largest "
+        f"x{figures['growth_max_p99_ratio']} ({figures['growth_max_p99_ratio_operation']}; "
+        f"target <= 1.5); as measured: x{figures['growth_max_wall_ratio']}, "
+        f"x{figures['growth_max_wall_p99_ratio']}; {figures['total_s']} s in all"
     )
     for j in journals:
         j.runtime.engine.dispose()

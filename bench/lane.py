@@ -4,7 +4,8 @@ Prints, in one run on the same stores:
   1. wake latency: publish -> agent start, minus the batching window (p50, p99), against the raw
      Celery enqueue -> task start latency of a no-op task on the same activation worker;
   2. plane overhead per activation excluding the agent (lock, lease, claim, compose, settle,
-     record, release) p50/p99, with 100,000 signals already in the journal;
+     record, release) p50/p99, with 100,000 signals already in the journal, and what one costs
+     (statements, WAL flushes, CPU here and in the server), see bench/lane_overhead.py;
   3. activations per second across 1,000 delegates with 2 activation worker processes, and the
      overlap check from the journal;
   4. pre-emption inside a streaming model call: user turn sent -> in-flight call aborted
@@ -22,19 +23,16 @@ import json
 import os
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import asdict
 
 from sqlalchemy import text
 
-from bench import harness, preempt, takeover
+from bench import harness, lane_overhead, preempt, takeover
 from bench.harness import QUICK, ratio, summary
 from inner_plane import logs
-from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.config import build_settings
-from inner_plane.lane.runner import Lane
 from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import build_runtime, set_runtime
-from inner_plane.wiring import load_composer
 from tests.support.processes import ChildProcess, celery_worker
 from tests.support.stores import Stores, truncate_all
 
@@ -43,15 +41,6 @@ PROBES = 40 if QUICK else 100
 OVERHEAD_RUNS = 100 if QUICK else 300
 PRELOAD = 20_000 if QUICK else 100_000
 DELEGATES = 300 if QUICK else 1_000
-
-
-class InstantAgent:
-    name = "instant"
-
-    def run(self, context, guard):  # type: ignore[no-untyped-def]
-        return AgentResult(
-            settlements={i: Settlement(Disposition.ACTED) for i in context.rendered_signal_ids}
-        )
 
 
 def wait_until(condition, timeout: float = 120.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
@@ -188,47 +177,10 @@ def benchmark(stores: Stores) -> None:
         for worker in workers:
             worker.stop()
 
-    # 2. overhead per activation with a large journal (in-process, instant agent).
-    with rt.engine.begin() as connection:
-        connection.execute(
-            text(
-                """
-                INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data, trust,
-                                     max_attempts, occurred_at, available_at, state)
-                SELECT gen_random_uuid(), 'hist' || (g % 500), 'task.completed', 'history',
-                       'wake', 50, jsonb_build_object('n', g), 'trusted', 5, now(), now(),
-                       CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'delivered' END
-                  FROM generate_series(1, :n) g
-                """
-            ),
-            {"n": PRELOAD},
-        )
-        connection.execute(text("ANALYZE signals"))
-    quick = replace(
-        rt,
-        settings=rt.settings.model_copy(
-            update={"batch_quiet_ms": 0, "batch_max_age_ms": 0, "wake_budget_per_hour": 10**9}
-        ),
-    )
-    lane = Lane(quick, InstantAgent(), load_composer(quick), holder="bench")
-    overhead: list[float] = []
-    for n in range(OVERHEAD_RUNS):
-        with rt.engine.begin() as connection:
-            connection.execute(
-                text(
-                    """
-                    INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data,
-                                         trust, max_attempts, occurred_at, available_at)
-                    VALUES (gen_random_uuid(), 'overhead', 'task.completed', 'bench', 'wake',
-                            50, CAST(:data AS jsonb), 'trusted', 5, now(), now())
-                    """
-                ),
-                {"data": json.dumps({"n": n})},
-            )
-        t0 = time.perf_counter()
-        outcome = lane.run("overhead")
-        overhead.append((time.perf_counter() - t0) * 1000)
-        assert len(outcome.activations) == 1
+    # 2. overhead per activation with a large journal (in-process, instant agent), measured
+    # as bench.lane_overhead does (which also runs it alone at 100k and 1M rows).
+    lane_overhead.preload(rt, PRELOAD)
+    overhead, costs = lane_overhead.measure(rt, OVERHEAD_RUNS)
 
     raw_s, wake_s, over_s = summary(raw), summary(wake), summary(overhead)
     figures = {
@@ -239,6 +191,7 @@ def benchmark(stores: Stores) -> None:
         "journal_rows_for_overhead": PRELOAD + OVERHEAD_RUNS,
         "overhead_ms": over_s,
         "overhead_p99_ms": over_s["p99"],
+        "overhead_per_activation": asdict(costs),
         "delegates": DELEGATES,
         "fanout_activations": int(fanout_activations),
         "activations_per_s": round(int(fanout_activations) / fanout_s, 1),
@@ -247,7 +200,7 @@ def benchmark(stores: Stores) -> None:
     print(f"raw Celery enqueue->start ms: {raw_s}")
     print(f"wake publish->agent start minus {QUIET_MS} ms window: {wake_s}")
     print(f"  ratio p99 added wake / raw Celery: {figures['wake_added_p99_vs_celery_p99']}")
-    print(f"overhead per activation (no agent), {PRELOAD} rows in journal: {over_s}")
+    print(f"overhead per activation (no agent), {PRELOAD} rows in journal: {over_s}; {costs}")
     print(
         f"{DELEGATES} delegates, 2 activation workers: {figures['activations_per_s']} "
         f"activations/s, overlaps {overlaps}"

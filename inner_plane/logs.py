@@ -17,7 +17,7 @@ import json
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import IO, Any
@@ -40,8 +40,15 @@ def observe(observer: Observer) -> None:
         _observers.append(observer)
 
 
-def _notify(entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
+def _notify(entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
     for observer in _observers:
+        # An observer may take a batch's records at once (``observe_many``), as the metrics
+        # recorder does: one call per batch instead of one per record.
+        many = getattr(observer, "observe_many", None)
+        if many is not None:
+            with contextlib.suppress(Exception):
+                many(entries)
+            continue
         for event, fields in entries:
             with contextlib.suppress(Exception):
                 observer(event, fields)
@@ -153,32 +160,74 @@ def _key_order(keys: tuple[str, ...]) -> tuple[str, ...]:
     )
 
 
+# Classes whose equal values always print alike (unlike float: 0.0 == -0.0), so a line's text
+# can be remembered by its values. Enums too (members are singletons).
+_MEMO_SAFE = frozenset({str, int, bool, type(None), UUID})
+
+
+def _memo_safe(classes: tuple[type, ...]) -> bool:
+    return all(cls in _MEMO_SAFE or issubclass(cls, Enum) for cls in classes)
+
+
+def _logfmt_pairs(
+    fields: dict[str, Any], order: Iterable[str], pairs: dict[tuple[str, type, Any], str]
+) -> list[str]:
+    """The ``key=value`` texts of ``fields`` in ``order``; each distinct one formatted once per
+    ``pairs`` memo."""
+    parts = []
+    for key in order:
+        value = fields[key]
+        cls = value.__class__
+        if cls is UUID:
+            parts.append(f"{key}={value}")
+        elif cls is str or cls is int or cls is bool or isinstance(value, Enum):
+            # The class is part of the memo key: True == 1 but they print differently.
+            memo = (key, cls, value)
+            pair = pairs.get(memo)
+            if pair is None:
+                pair = pairs[memo] = f"{key}={_logfmt_text(value)}"
+            parts.append(pair)
+        else:
+            parts.append(f"{key}={_logfmt_text(value)}")
+    return parts
+
+
 def _logfmt_lines(entries: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
     """logfmt lines of many entries. The lines of a batch repeat most of their values (kind,
-    source, mode, ...): each distinct ``key=value`` text is formatted once per call."""
+    source, mode, ...): each distinct ``key=value`` text is formatted once per call, and the
+    lines of entries that differ only in their leading ``id`` share everything after it."""
     orders: dict[tuple[str, ...], tuple[str, ...]] = {}
     pairs: dict[tuple[str, type, Any], str] = {}
+    safe: dict[tuple[type, ...], bool] = {}
+    # (event, keys, values after the id, their classes) -> (text before the id, text after it)
+    around_id: dict[tuple[Any, ...], tuple[str, str]] = {}
     lines = []
     for event, fields in entries:
         keys = tuple(fields)
         order = orders.get(keys)
         if order is None:
             order = orders[keys] = _key_order(keys)
-        parts = [TAG, f"event={_logfmt_text(event)}"]
-        for key in order:
-            value = fields[key]
-            cls = value.__class__
-            if cls is UUID:
-                parts.append(f"{key}={value}")
-            elif cls is str or cls is int or cls is bool or isinstance(value, Enum):
-                # The class is part of the memo key: True == 1 but they print differently.
-                memo = (key, cls, value)
-                pair = pairs.get(memo)
-                if pair is None:
-                    pair = pairs[memo] = f"{key}={_logfmt_text(value)}"
-                parts.append(pair)
-            else:
-                parts.append(f"{key}={_logfmt_text(value)}")
+        if keys and keys[0] == "id" and event.__class__ is str:  # a signal's line
+            values = tuple(fields.values())
+            rest = values[1:]
+            classes = tuple(map(type, rest))
+            memo_safe = safe.get(classes)
+            if memo_safe is None:
+                memo_safe = safe[classes] = _memo_safe(classes)
+            if memo_safe:
+                memo = (event, keys, rest, classes)
+                texts = around_id.get(memo)
+                if texts is None:
+                    after = _logfmt_pairs(fields, order[1:], pairs)
+                    texts = around_id[memo] = (
+                        f"{TAG} event={_logfmt_text(event)} id=",
+                        "".join(" " + part for part in after),
+                    )
+                ident = values[0]
+                text = str(ident) if ident.__class__ is UUID else _logfmt_text(ident)
+                lines.append(texts[0] + text + texts[1])
+                continue
+        parts = [TAG, f"event={_logfmt_text(event)}", *_logfmt_pairs(fields, order, pairs)]
         lines.append(" ".join(parts))
     return lines
 
@@ -202,17 +251,16 @@ def emit(event: str, **fields: Any) -> dict[str, Any]:
 def emit_many(entries: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Write one line per ``(event, fields)``, exactly as :func:`emit` would, with one write and
     one flush for all of them (a batch of publications)."""
-    if _observers:
-        entries = list(entries)
+    batch = entries if isinstance(entries, list) else list(entries)
     if _current_format() == "json":
-        lines = [format_line(_ordered(event, fields), "json") for event, fields in entries]
+        lines = [format_line(_ordered(event, fields), "json") for event, fields in batch]
     else:
-        lines = _logfmt_lines(entries)
+        lines = _logfmt_lines(batch)
     if lines:
         lines.append("")
         _write("\n".join(lines))
     if _observers:
-        _notify(entries)
+        _notify(batch)
 
 
 _DECODER = json.JSONDecoder()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -74,10 +76,34 @@ def _tolerant_readers(dbapi_connection: Any, _record: Any) -> None:
     tolerant.install(dbapi_connection)
 
 
+# Selected by a statement (in its select list or a CTE it reads), this makes the commit of its
+# transaction return before the WAL is flushed to disk: ``synchronous_commit`` off, for that
+# transaction only. Others see the commit at once, as ever; a crash of the database server (not
+# of a worker) may lose it, with every later commit, but never partly and never out of order,
+# and a later flushed commit flushes it too. Only for the lane's bookkeeping that the lane
+# rebuilds after such a crash: the lease (take, renew, release, the safe point's share lock), the
+# opening of an activation (claims return to pending, the turn to queued) and live-only notices;
+# never a settlement, a reply, an intake or an operator's action, whose commits wait for the
+# flush. One flush per activation instead of five is most of its overhead on a busy disk.
+SKIP_FLUSH = "set_config('synchronous_commit', 'off', true)"
+
+
 def single_statement(engine: Engine) -> Connection:
     """A connection in autocommit, for work that is one statement: it is atomic on its own and
     takes one round trip instead of three (BEGIN, statement, COMMIT)."""
     return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+@contextmanager
+def autocommitted(connection: Connection) -> Iterator[Connection]:
+    """``connection`` (a held one, between its transactions) in autocommit for one statement:
+    one round trip instead of three, as :func:`single_statement`, without a checkout."""
+    connection.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with connection.begin():  # no BEGIN or COMMIT reaches the server in autocommit
+            yield connection
+    finally:
+        connection.execution_options(isolation_level=connection.default_isolation_level)
 
 
 def alembic_config(url: str) -> Config:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from inner_plane.journal.database import single_statement
+from inner_plane.journal.database import SKIP_FLUSH, autocommitted, single_statement
 from inner_plane.journal.predicates import FENCED_EPOCH
 
 
@@ -35,10 +35,11 @@ class LeaseLost(Exception):
 # expiry, exactly as before, and the epoch fence keeps every stale holder from writing.
 # RETURNING also says whether a previous holder left work behind (claims, running rows).
 _ACQUIRE = text(
-    """
+    f"""
     WITH live AS MATERIALIZED (
         SELECT CASE WHEN :live THEN pg_try_advisory_lock(hashtextextended(:lock_name, 0))
-                    ELSE false END AS got
+                    ELSE false END AS got,
+               {SKIP_FLUSH} AS skip_flush
     )
     INSERT INTO leases AS l (delegate_id, epoch, holder, expires_at, updated_at, liveness_lock)
     SELECT :delegate, 1, :holder, now() + make_interval(secs => :ttl), now(), live.got FROM live
@@ -53,25 +54,39 @@ _ACQUIRE = text(
          OR EXISTS (SELECT 1 FROM activations WHERE delegate_id = :delegate AND state = 'running')
          OR EXISTS (SELECT 1 FROM user_turns WHERE delegate_id = :delegate AND state = 'running')
         ) AS left_behind
-    """
+    """  # noqa: S608 - a constant fragment
 )
 _UNLOCK_ALL = text("SELECT pg_advisory_unlock_all()")
 _WAIT_FOR_LIVENESS = text("SELECT pg_advisory_lock(hashtextextended(:lock_name, 0))")
 _LOCK_TIMEOUT = text("SELECT set_config('lock_timeout', :timeout, true)")
 LOCK_NOT_AVAILABLE = "55P03"
 _RENEW = text(
-    """
+    f"""
+    WITH skip AS MATERIALIZED (SELECT {SKIP_FLUSH})
     UPDATE leases SET expires_at = now() + make_interval(secs => :ttl), updated_at = now()
-     WHERE delegate_id = :delegate AND epoch = :epoch
+     WHERE delegate_id = :delegate AND epoch = :epoch AND EXISTS (SELECT FROM skip)
     RETURNING epoch
-    """
+    """  # noqa: S608 - a constant fragment
 )
-_RELEASE = text(
-    """
+_RELEASE_UPDATE = """
     UPDATE leases SET holder = NULL, expires_at = NULL, updated_at = now(), liveness_lock = false
      WHERE delegate_id = :delegate AND epoch = :epoch
     RETURNING epoch
-    """
+"""
+_RELEASE = text(
+    f"""
+    WITH released AS ({_RELEASE_UPDATE})
+    SELECT {SKIP_FLUSH}, (SELECT epoch FROM released)
+    """  # noqa: S608 - constant fragments
+)
+# The release and the liveness lock's unlock in one statement on the holder's connection: the
+# lock is free before the release commits, so a lane that takes the lease the moment it is
+# released can take the lock with it (or its own crash would cost the TTL).
+_RELEASE_AND_LET_GO = text(
+    f"""
+    WITH released AS ({_RELEASE_UPDATE})
+    SELECT pg_advisory_unlock_all(), {SKIP_FLUSH}, (SELECT epoch FROM released)
+    """  # noqa: S608 - constant fragments
 )
 _FENCE = text(f"SELECT {FENCED_EPOCH}")
 
@@ -121,7 +136,7 @@ class Leases:
             with single_statement(self.engine) as own:
                 row = own.execute(_ACQUIRE, params).first()
         else:
-            with connection.begin():
+            with autocommitted(connection):
                 row = connection.execute(_ACQUIRE, params).first()
             if row is None:  # a lock this take got but did not use must not linger
                 self.let_go(connection)
@@ -159,9 +174,15 @@ class Leases:
             ).scalar()
         return renewed is not None
 
-    def release(self, delegate_id: str, epoch: int) -> bool:
-        with single_statement(self.engine) as connection:
-            released = connection.execute(
-                _RELEASE, {"delegate": delegate_id, "epoch": epoch}
-            ).scalar()
+    def release(self, delegate_id: str, epoch: int, connection: Connection | None = None) -> bool:
+        """Release the lease if ``epoch`` still holds it. With ``connection`` (the holder's own,
+        as given to :meth:`take`) the liveness lock held on it is let go in the same statement,
+        before the release commits."""
+        params = {"delegate": delegate_id, "epoch": epoch}
+        if connection is None:
+            with single_statement(self.engine) as own:
+                released = own.execute(_RELEASE, params).one()[-1]
+        else:
+            with autocommitted(connection):
+                released = connection.execute(_RELEASE_AND_LET_GO, params).one()[-1]
         return released is not None

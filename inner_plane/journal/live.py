@@ -24,7 +24,9 @@ from typing import Any, TypedDict
 
 import psycopg
 from psycopg.rows import dict_row
-from sqlalchemy import Connection, Engine, RowMapping, text
+from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
+
+from inner_plane.journal.database import SKIP_FLUSH
 
 CHANNEL = "inner_plane_live"
 
@@ -100,16 +102,18 @@ _HORIZON = text(
     "coalesce((SELECT min(id) FROM live_events), 0) AS oldest"
 )
 
-_RAISE = text(
-    """
+_RAISE_SQL = """
     WITH e AS (
         INSERT INTO live_events (delegate_id, topic, ids, data)
         VALUES (:delegate, :topic, CAST(:ids AS text[]), CAST(:data AS jsonb))
         RETURNING id
     )
-    SELECT pg_notify(:channel, id::text), id FROM e
-    """
-)
+    SELECT pg_notify(:channel, id::text), id{extra} FROM e
+"""
+_RAISE = text(_RAISE_SQL.format(extra=""))
+# A live-only notice on its own: its commit need not wait for a WAL flush (a notice lost in a
+# database crash is a notice nobody saw).
+_RAISE_NOW = text(_RAISE_SQL.format(extra=f", {SKIP_FLUSH}"))
 
 
 def read_after(connection: Connection, after: Position, limit: int = 500) -> list[LiveEvent]:
@@ -159,8 +163,18 @@ def raise_live(
 ) -> int:
     """Append a live-only event and NOTIFY it (in the caller's transaction, or at once in
     autocommit). Returns its id."""
+    return _raise(connection, _RAISE, delegate_id, data, ids)
+
+
+def _raise(
+    connection: Connection,
+    statement: TextClause,
+    delegate_id: str | None,
+    data: Mapping[str, object],
+    ids: list[str] | None,
+) -> int:
     row = connection.execute(
-        _RAISE,
+        statement,
         {
             "delegate": delegate_id,
             "topic": LIVE_ONLY,
@@ -180,7 +194,7 @@ def raise_live_now(
 ) -> int:
     """:func:`raise_live` in its own single-statement transaction."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-        return raise_live(connection, delegate_id, data, ids)
+        return _raise(connection, _RAISE_NOW, delegate_id, data, ids)
 
 
 def delete_older_than(engine: Engine, age: timedelta, batch: int = 5_000) -> int:

@@ -9,6 +9,7 @@ from typing import Any, TypedDict, cast
 
 import sqlalchemy
 from sqlalchemy import (
+    DDL,
     CheckConstraint,
     Computed,
     DateTime,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Index,
     Table,
     Text,
+    event,
     func,
     select,
     text,
@@ -56,8 +58,10 @@ class MemoryRow(Base):
         ),
         CheckConstraint("length(content) BETWEEN 1 AND 16384", name="content"),
         Index("ix_memories_delegate_created", "delegate_id", "created_at"),
+        # Migration 0019 (btree_gin): a recall probe reads one delegate's entries for a word.
         Index(
-            "ix_memories_tsv",
+            "ix_memories_delegate_tsv",
+            "delegate_id",
             "tsv",
             postgresql_using="gin",
             postgresql_where=text("superseded_by IS NULL"),
@@ -72,6 +76,8 @@ class MemoryRow(Base):
 
 
 _M = cast(Table, MemoryRow.__table__)
+# The mirror creates what migration 0019 does before its GIN index of (delegate_id, tsv).
+event.listen(_M, "before_create", DDL("CREATE EXTENSION IF NOT EXISTS btree_gin"))  # type: ignore[no-untyped-call]
 
 
 class MemoryRecord(TypedDict):
@@ -117,9 +123,10 @@ DF_CAP = 500
 
 
 # Recall scores each memory by the summed rarity (an IDF: ln(1 + C/df)) of the cue words it
-# contains, then prefers the newest. Each word is one bitmap probe of the GIN index, capped at
-# DF_CAP rows, so the cost follows the matches of informative words, not the size of the
-# store; ts_rank_cd over every OR match costs ~60 us a row and was 50x slower on 100k memories.
+# contains, then prefers the newest. Each word is one bitmap probe of the delegate's entries in
+# ix_memories_delegate_tsv, capped at DF_CAP rows, so the cost follows the delegate's matches of
+# informative words, not the size of the store; ts_rank_cd over every OR match costs ~60 us a
+# row and was 50x slower on 100k memories.
 # Cue words come from inner_plane.memory.query (letters only), so quote_literal makes a valid
 # single-lexeme tsquery of each.
 def rarity_scored(cue_param: str, probe: str, limit_param: str) -> str:

@@ -228,6 +228,18 @@ def _conversation_events(
         )
 
 
+_RECORD_COLUMNS = ("delegate_id", "trigger", "epoch", "record", "duration_ms", "error")
+_RECORD_INSERT = insert(_T).values(
+    {_T.c[name]: sqlalchemy.bindparam(name) for name in ("activation_id", *_RECORD_COLUMNS)}
+)
+# Built once (one per activation rebuilt it and its cache key). A retried commit of the same
+# activation replaces its record rather than failing.
+_RECORD = _RECORD_INSERT.on_conflict_do_update(
+    index_elements=[_T.c.activation_id],
+    set_={name: _RECORD_INSERT.excluded[name] for name in _RECORD_COLUMNS},
+)
+
+
 def record_thoughtflow(
     connection: sqlalchemy.Connection,
     *,
@@ -242,22 +254,17 @@ def record_thoughtflow(
     transaction. Call it before appending "assistant.message" / "inner.activation.completed",
     so the timeline reads: started, memory retrieval, tool calls, usage, reply, completed."""
     record = build_record(activation, context, result, duration_ms, error, plan)
-    values = {
-        "activation_id": activation.id,
-        "delegate_id": activation.delegate_id,
-        "trigger": activation.trigger.value,
-        "epoch": activation.epoch,
-        "record": record,
-        "duration_ms": duration_ms,
-        "error": error,
-    }
-    statement = insert(_T).values(**values)
-    # A retried commit of the same activation replaces its record rather than failing.
     connection.execute(
-        statement.on_conflict_do_update(
-            index_elements=[_T.c.activation_id],
-            set_={k: statement.excluded[k] for k in values if k != "activation_id"},
-        )
+        _RECORD,
+        {
+            "activation_id": activation.id,
+            "delegate_id": activation.delegate_id,
+            "trigger": activation.trigger.value,
+            "epoch": activation.epoch,
+            "record": record,
+            "duration_ms": duration_ms,
+            "error": error,
+        },
     )
     _conversation_events(connection, activation, context, result)
 

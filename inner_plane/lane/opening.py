@@ -31,7 +31,9 @@ def open_step(
     """The next step, or when to look again (None: not until something arrives)."""
     activation_id = uuid.uuid4()
     with transaction() as connection:
-        window = claims.due_window(connection, delegate_id)
+        # Its commit need not wait for a WAL flush: a database crash before the activation
+        # ends returns the claims to pending and the turn to queued, as if never opened.
+        window = claims.due_window(connection, delegate_id, opening=True)
         if window.lease_epoch != epoch:  # the fence, read FOR SHARE by the same query
             raise LeaseLost(delegate_id, epoch, window.lease_epoch)
         turn = (

@@ -75,6 +75,8 @@ class Lane:
         self.policy = decide.LanePolicy.of(runtime.settings)
         self.leases = Leases(runtime.engine)
         self._connection: Connection | None = None
+        # Whether the run's connection may still hold the liveness lock (until let go).
+        self._may_hold_liveness = False
         # The due window read at the end of the last activation's closing transaction.
         self._window_after: claims.DueWindow | None = None
         self.heartbeat = Heartbeat(runtime)
@@ -94,6 +96,7 @@ class Lane:
         # The run's own connection: its transactions, and the liveness lock held on it for as
         # long as the lease (PostgreSQL frees the lock the moment this process dies).
         self._connection = self.runtime.engine.connect()
+        self._may_hold_liveness = True
         try:
             taken = self.leases.take(
                 delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
@@ -123,12 +126,8 @@ class Lane:
             finally:
                 self.notices.unwatch(delegate_id, self._yield_hint)
                 self.heartbeat.end()
-                # The liveness lock goes first: a lane that takes the lease the moment it is
-                # released must be able to take the lock with it, or its own crash would cost
-                # the TTL. (Taken over in between, this run has nothing left to write.)
-                self._let_go()
-                if not outcome.lease_lost:
-                    self.leases.release(delegate_id, epoch)
+                # Taken over in between, this run has nothing left to write: it only lets go.
+                self._let_go(None if outcome.lease_lost else (delegate_id, epoch))
         finally:
             self._let_go()
             connection, self._connection = self._connection, None
@@ -150,15 +149,24 @@ class Lane:
             waiting = user_turns.turn_waiting(connection, delegate_id)
         return waiting and self.leases.wait_for_liveness(connection, delegate_id, LIVENESS_WAIT_S)
 
-    def _let_go(self) -> None:
-        """Free the liveness lock held on the run's connection (harmless if none is held)."""
+    def _let_go(self, lease: tuple[str, int] | None = None) -> None:
+        """Free the liveness lock held on the run's connection (harmless if none is held), and
+        release ``lease`` (delegate, epoch) in the same statement: the lock goes first, so a
+        lane that takes the lease the moment it is released can take the lock with it (or its
+        own crash would cost the TTL)."""
         connection = self._connection
-        if connection is None or connection.invalidated:
-            return
-        try:
-            self.leases.let_go(connection)
-        except Exception:  # a broken connection: dropping it frees the lock
-            connection.invalidate()
+        if self._may_hold_liveness and connection is not None and not connection.invalidated:
+            try:
+                if lease is None:
+                    self.leases.let_go(connection)
+                else:
+                    self.leases.release(*lease, connection)
+                    lease = None
+                self._may_hold_liveness = False
+            except Exception:  # a broken connection: dropping it frees the lock
+                connection.invalidate()
+        if lease is not None:
+            self.leases.release(*lease)  # on a connection of its own
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:

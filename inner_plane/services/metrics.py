@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from inner_plane import logs, redis_keys
@@ -39,6 +39,12 @@ _LABEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 def _label(value: Any) -> str:
     text = str(value or "").lower()
     return text if _LABEL.match(text) else "invalid"
+
+
+def _signal_key(event: str, kind: Any, source: Any) -> str:
+    """The counter a signal record adds to: by event, kind namespace and source."""
+    namespace = _label(str(kind or "").split(".", 1)[0])
+    return f"signals_{event}|namespace={namespace}|source={source or ''}"
 
 
 def _bucket(seconds: float) -> str:
@@ -63,10 +69,7 @@ class Recorder:
     # The observer: called for every record, on the caller's thread; only touches memory.
     def __call__(self, event: str, fields: dict[str, Any]) -> None:
         if event in _SIGNAL_EVENTS:
-            kind = str(fields.get("kind") or "")
-            namespace = _label(kind.split(".", 1)[0])
-            source = str(fields.get("source") or "")
-            self._add(f"signals_{event}|namespace={namespace}|source={source}", 1)
+            self._add(_signal_key(event, fields.get("kind"), fields.get("source")), 1)
         elif event in _ACTIVATION_EVENTS and fields.get("source") == "lane":
             self._add(f"activations|outcome={event}", 1)
             if event == "completed" and fields.get("duration_ms") is not None:
@@ -74,14 +77,39 @@ class Recorder:
             if event == "started" and fields.get("waited_ms") is not None:
                 self._observe("wake_latency", float(fields["waited_ms"]) / 1000)
 
+    def observe_many(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Every record of a batch (``logs.emit_many``): the signal counters of a whole batch
+        added at once, each distinct series' key made once."""
+        counts: dict[tuple[str, Any, Any], int] = {}
+        others = []
+        try:
+            for event, fields in entries:
+                if event in _SIGNAL_EVENTS:
+                    series = (event, fields.get("kind"), fields.get("source"))
+                    counts[series] = counts.get(series, 0) + 1
+                else:
+                    others.append((event, fields))
+        except TypeError:  # a kind or source that cannot be a dict key: one record at a time
+            for event, fields in entries:
+                self(event, fields)
+            return
+        if counts:
+            self._add_many({_signal_key(*series): n for series, n in counts.items()})
+        for event, fields in others:
+            self(event, fields)
+
     def _observe(self, name: str, seconds: float) -> None:
         self._add(f"{name}_bucket|le={_bucket(seconds)}", 1)
         self._add(f"{name}_sum", seconds)
         self._add(f"{name}_count", 1)
 
     def _add(self, key: str, amount: float) -> None:
+        self._add_many({key: amount})
+
+    def _add_many(self, amounts: dict[str, float]) -> None:
         with self._lock:
-            self._pending[key] += amount
+            for key, amount in amounts.items():
+                self._pending[key] += amount
             if self._pid != os.getpid():  # first record in this process (or after a fork)
                 self._pid = os.getpid()
                 self._client = None

@@ -17,7 +17,15 @@ from inner_plane import logs
 from inner_plane.journal.processors import Processor
 from inner_plane.publish import log_rejected, publish_drafts, validate
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import Mode, PublishResult, Signal, SignalDraft, SignalError, Trust
+from inner_plane.signals.model import (
+    Mode,
+    PublishResult,
+    Signal,
+    SignalDraft,
+    SignalError,
+    Trust,
+    random_signal_ids,
+)
 
 MODE_RANK = {Mode.AMBIENT: 0, Mode.NEXT_TURN: 1, Mode.WAKE: 2, Mode.INTERRUPT: 3}
 ANY_DELEGATE = "*"
@@ -116,10 +124,13 @@ class _Grant:
             return draft.model_copy(update={"mode": self.highest})
         return draft
 
-    def admit(self, raw: Any, dedup_key: str | None, plain_text: bool) -> SignalDraft:
+    def admit(
+        self, raw: Any, dedup_key: str | None, plain_text: bool, new_id: uuid.UUID | None = None
+    ) -> SignalDraft:
         """Validate one signal and apply the grant; raise SignalError (422) or GrantError
         (403), each logged once. ``plain_text``: the caller knows no string of ``raw`` holds a
-        NUL or a lone surrogate (its JSON text had no \\u escape), so that walk is skipped."""
+        NUL or a lone surrogate (its JSON text had no \\u escape), so that walk is skipped.
+        ``new_id``: the id it takes if it has no dedup key (else a random one)."""
         source = self.source
         if not isinstance(raw, dict):
             not_object = SignalError("signal", f"must be a JSON object, not {type(raw).__name__}")
@@ -154,7 +165,7 @@ class _Grant:
             raise problem
         if candidate.get("dedup_key") is None:
             # The id is assigned here rather than by the publish path, which would copy the draft.
-            candidate["id"] = uuid.uuid4()
+            candidate["id"] = new_id or uuid.uuid4()
         draft = validate(candidate, via=source)  # logs its own rejections
         try:
             return self.check(draft)
@@ -203,12 +214,13 @@ def admit(
         raise SignalError("signals", "must hold at least one signal")
     grant = _Grant(runtime, processor)
     drafts = []
+    new_ids = random_signal_ids(len(raws)) if idempotency_key is None else [None] * len(raws)
     for index, raw in enumerate(raws):
         key = None
         if idempotency_key is not None:
             key = f"{idempotency_key}#{index}" if batch else idempotency_key
         try:
-            drafts.append(grant.admit(raw, key, plain_text))
+            drafts.append(grant.admit(raw, key, plain_text, new_ids[index]))
         except (SignalError, GrantError) as error:
             raise _prefixed(error, f"signals[{index}]." if batch else "") from None
     return drafts

@@ -1,4 +1,5 @@
-"""No query of the lane, the sweeper, the composer or the lists scans a growing table (issue 15).
+"""No query of the lane, the sweeper, the composer, the timer tick or the lists scans a growing
+table (issue 15).
 
 The statements are not listed by hand: the real functions run on a journal of a few thousand
 rows while a ``before_cursor_execute`` hook records every statement they send, and each recorded
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,14 +24,18 @@ from sqlalchemy import Engine, event, text
 from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.composer.compose import ContextComposer
 from inner_plane.journal import conversation, reads, thoughtflow
+from inner_plane.journal.context import snapshot
 from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
+from inner_plane.journal.timers import TimerJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep
+from inner_plane.memory import recall, remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from inner_plane.timers import add_timer, tick
 
-GROWING = {"signals", "signal_events", "user_turns", "activations", "conversation_events"}
+GROWING = {"signals", "signal_events", "user_turns", "activations", "conversation_events", "timers"}
 ROWS = 4_000
 DELEGATES = 40
 
@@ -177,10 +183,14 @@ def _explain(engine: Engine, statement: str, parameters: Any) -> list[str]:
 
 
 @pytest.fixture
-def history(runtime: Runtime) -> Runtime:
+def history(runtime: Runtime, tmp_path: Path) -> Runtime:
     _load_history(runtime.engine)
+    timers_file = tmp_path / "timers.toml"
+    timers_file.write_text('[timers.plans-pulse]\ndelegate = "p5"\nevery_s = 60\npurpose = "p"\n')
     settings = runtime.settings.model_copy(
         update={
+            "timers_file": timers_file,
+            "timers_leader_lock": False,
             "batch_quiet_ms": 0,
             "batch_max_age_ms": 0,
             "retry_base_s": 0.01,
@@ -192,7 +202,8 @@ def history(runtime: Runtime) -> Runtime:
 
 def _exercise(rt: Runtime) -> None:
     """The lane (with a user turn, a success and a failure), the sweeper, the composer's reads,
-    retention, and every list and show of the CLI and API."""
+    retention, the timer tick (static and dynamic timers, firing), and every list and show of
+    the CLI and API."""
     journal = ActivationJournal(rt.engine)
     composer = ContextComposer(rt)
     publish(kind="task.completed", source="plans", delegate_id="p1", dedup_key="one", runtime=rt)
@@ -201,6 +212,13 @@ def _exercise(rt: Runtime) -> None:
     publish(kind="task.completed", source="plans", delegate_id="p2", runtime=rt)
     Lane(rt, FailingAgent(), composer, holder="plans").run("p2")
     sweep(rt)
+    for n in range(3):
+        add_timer(
+            {"name": f"plans-{n}", "delegate_id": "p4", "purpose": "p", "every_s": 60}, runtime=rt
+        )
+    now = TimerJournal(rt.engine).now()
+    tick(rt, now=now)  # the static timer's first sight
+    assert tick(rt, now=now + timedelta(seconds=61)).fired == 4
     delete_finished_signals(rt.engine, timedelta(hours=1))
     signal = rt.signals.list("p3", limit=1)[0]
     rt.signals.get(signal.id)
@@ -275,3 +293,141 @@ def test_a_state_page_walks_the_state_index_even_when_its_rows_are_old(history: 
             rows.close()
         assert "Index Scan Backward using ix_signals_state_seq" in plan, plan
         assert "Rows Removed by Filter" not in plan and "Sort" not in plan, plan
+
+
+# pk_timers, and the indexes whose predicate is state = 'active'.
+ACTIVE_OR_KEYED = ("pk_timers", "uq_timers_active_name", "ix_timers_due")
+
+
+def test_the_timer_tick_reads_and_writes_timers_by_index(history: Runtime) -> None:
+    """Among thousands of finished timers, the tick's read takes the due ones from ix_timers_due
+    and its write finds its timers by primary key or among the active ones, never among the
+    finished (EXPLAIN ANALYZE with the tick's own parameters, the planner left free)."""
+    with history.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO timers (id, delegate_id, name, purpose, timezone, every_s, start_at,
+                                    mode, missed, catch_up_s, state, created_by, created_at)
+                SELECT gen_random_uuid(), 'p' || (g % :delegates), 'done-' || g, 'p', 'UTC', 60,
+                       now() - interval '1 day', 'wake', 'latest', 60,
+                       CASE WHEN g % 2 = 0 THEN 'done' ELSE 'cancelled' END, 'history',
+                       now() - interval '1 day'
+                  FROM generate_series(1, :rows) g
+                """
+            ),
+            {"rows": ROWS, "delegates": DELEGATES},
+        )
+        connection.execute(text("ANALYZE timers"))
+    for n in range(3):
+        add_timer({"name": f"due-{n}", "purpose": "p", "every_s": 60}, runtime=history)
+    now = TimerJournal(history.engine).now() + timedelta(seconds=61)
+    with StatementLog(history.engine) as log:
+        assert tick(history, now=now).fired == 3 + 1  # and the static timer's first sight
+    plans: dict[str, str] = {}
+    for statement, parameters in log.statements.items():
+        if "timers" not in statement:
+            continue
+        raw = history.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", parameters)
+            plans[" ".join(statement.split())[:40]] = "\n".join(r for (r,) in cursor.fetchall())
+            raw.rollback()
+        finally:
+            raw.close()
+    [read] = [p for s, p in plans.items() if s.startswith("SELECT timers.id")]
+    [write] = [p for s, p in plans.items() if s.startswith("WITH moved AS (UPDATE timers")]
+    assert "ix_timers_due" in read and "Index Cond: (next_due <=" in read, read
+    # By primary key, or (a few active timers, the function's rows overestimated) through an
+    # index of the active ones only: never the finished ones.
+    scans = [line for line in write.splitlines() if "Scan" in line and " on timers" in line]
+    assert scans and all(
+        any(f"using {index} on timers" in line for index in ACTIVE_OR_KEYED) for line in scans
+    ), write
+
+
+def test_the_composer_snapshot_keeps_one_generic_plan_on_a_long_conversation(
+    history: Runtime,
+) -> None:
+    """PostgreSQL keeps one generic plan of a prepared statement only when it costs no more than
+    planning each call. With the snapshot's limits as parameters, a conversation of thousands of
+    messages made the generic plan look dearer (a LIMIT of 10% of the messages), and every
+    composition was planned again: a cost that grows with the journal."""
+    with history.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO conversation_events (id, delegate_id, conversation_id, type, payload)
+                SELECT gen_random_uuid(), c.delegate_id, c.id,
+                       (ARRAY['user.message', 'assistant.message'])[1 + g % 2],
+                       jsonb_build_object('text', 'message ' || g)
+                  FROM conversations c, generate_series(1, 20000) g
+                 WHERE c.delegate_id = 'p5'
+                """
+            )
+        )
+        connection.execute(text("ANALYZE conversation_events"))
+    with history.engine.connect() as connection:  # prepared statements are per session
+        for _ in range(15):
+            found = snapshot(
+                connection,
+                delegate_id="p5",
+                recall_cue="budget report",
+                ambient_cue="budget report",
+                standing_limit=5,
+                recall_limit=5,
+                ambient_limit=5,
+                history_limit=8,
+            )
+            assert len(found.history) == 8
+        plans = connection.execute(
+            text(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%AS history%'"
+            )
+        ).all()
+    assert plans, "the snapshot statement was not prepared"
+    assert plans[0].generic_plans > 0, plans
+
+
+def _memory_index_rows(plan: dict[str, Any]) -> Iterator[tuple[str, float]]:
+    if plan.get("Node Type") == "Bitmap Index Scan" and "memories" in plan.get("Index Name", ""):
+        yield plan["Index Name"], plan["Actual Rows"]
+    for child in plan.get("Plans", ()):
+        yield from _memory_index_rows(child)
+
+
+def test_memory_recall_reads_only_the_delegates_own_entries(runtime: Runtime) -> None:
+    """A recall probe reads one delegate's memories holding a word, however many memories of
+    other delegates hold it too: the store growing by other delegates costs it nothing."""
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO memories (id, delegate_id, kind, content, relation, source)
+                SELECT gen_random_uuid(), 'other' || (g % 500), 'learned',
+                       'the budget report for meeting ' || g, 'new', 'plans'
+                  FROM generate_series(1, 20000) g
+                """
+            )
+        )
+        connection.execute(text("ANALYZE memories"))
+    for n in range(3):
+        remember(f"the budget for trip {n}", delegate_id="mine", runtime=runtime)
+    with StatementLog(runtime.engine) as log:
+        assert len(recall("budget meeting", "mine", runtime=runtime)) == 3
+    [(statement, parameters)] = [
+        (s, p) for s, p in log.statements.items() if "FROM memories" in s and "tsv" in s
+    ]
+    raw = runtime.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters)
+        [[plan]] = cursor.fetchall()
+        raw.rollback()
+    finally:
+        raw.close()
+    read = list(_memory_index_rows(plan[0]["Plan"]))
+    # Each word's probe (loops average the rows): at most the delegate's three memories.
+    assert all(rows <= 3 for _, rows in read), read

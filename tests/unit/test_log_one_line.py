@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inner_plane import logs
+from inner_plane.signals.model import Mode, Trust
 
 # Every code point, lone surrogates included, with the troublesome ones drawn often.
 TROUBLE = '\r\n\x00\x1b\x0b\x0c\x1c\x1d\x1e\x7f\x85\x9b\u2028\u2029\ud800\udfff "=\\'
@@ -108,3 +110,58 @@ def test_list_values_are_escaped_too(stream: io.StringIO) -> None:
 def test_the_parser_refuses_what_the_writer_never_writes(line: str) -> None:
     with pytest.raises(ValueError):
         logs.parse_logfmt(line)
+
+
+# Values that are equal yet print differently (True == 1, 0.0 == -0.0), enums, UUIDs and odd text:
+# a batch's lines, whose texts are shared between records, must be exactly what emit() writes.
+any_value = st.one_of(
+    any_text,
+    st.sampled_from([True, False, 0, 1, 0.0, -0.0, 1.0, None, Mode.WAKE, Trust.TRUSTED]),
+    st.uuids(),
+    st.integers(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    log_format=st.sampled_from(FORMATS),
+    records=st.lists(
+        st.tuples(
+            st.sampled_from(["published", "deduplicated", "x y"]),
+            st.one_of(st.uuids(), any_value),
+            st.dictionaries(
+                st.sampled_from(("kind", "source", "mode", "priority", "via", "z")),
+                any_value,
+                max_size=5,
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_a_batch_writes_what_one_emit_per_record_writes(
+    log_format: str, records: list[tuple[str, object, dict[str, object]]]
+) -> None:
+    entries = [(event, {"id": ident, **fields}) for event, ident, fields in records]
+    with captured(log_format) as one_by_one:
+        for event, fields in entries:
+            logs.emit(event, **fields)
+    with captured(log_format) as batched:
+        logs.emit_many(entries)
+    assert batched.getvalue() == one_by_one.getvalue()
+
+
+@pytest.mark.parametrize("log_format", FORMATS)
+@pytest.mark.parametrize("pair", [(0.0, -0.0), (True, 1), (1, 1.0), (Mode.WAKE, "wake")])
+def test_equal_values_that_print_differently_keep_their_own_text(
+    log_format: str, pair: tuple[object, object]
+) -> None:
+    entries = [
+        ("published", {"id": uuid.uuid4(), "kind": "a.b", "priority": value}) for value in pair
+    ]
+    with captured(log_format) as one_by_one:
+        for event, fields in entries:
+            logs.emit(event, **fields)
+    with captured(log_format) as batched:
+        logs.emit_many(entries)
+    assert batched.getvalue() == one_by_one.getvalue()

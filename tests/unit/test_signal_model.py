@@ -15,6 +15,7 @@ from inner_plane.signals.model import (
     SignalError,
     Trust,
     derive_signal_id,
+    random_signal_ids,
 )
 
 
@@ -295,3 +296,12 @@ def test_nul_in_dedup_key_is_rejected() -> None:
 def test_lone_surrogates_in_data_are_rejected() -> None:
     error = rejected(data={"x": "\ud800"})
     assert error.field == "data" and "must be JSON-serialisable" in error.reason
+
+
+def test_random_ids_made_many_at_a_time_are_uuid4s() -> None:
+    ids = random_signal_ids(500)
+    assert len(set(ids)) == 500
+    for made in ids:
+        assert made.version == 4 and made.variant == uuid.RFC_4122
+        assert uuid.UUID(str(made)) == made
+    assert random_signal_ids(0) == []

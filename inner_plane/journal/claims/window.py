@@ -9,6 +9,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, text
 
+from inner_plane.journal.database import SKIP_FLUSH
 from inner_plane.journal.predicates import FENCED_EPOCH, INTERRUPTING, WAKING, due
 
 
@@ -33,8 +34,8 @@ class DueWindow:
     lease_epoch: int | None = None
 
 
-_DUE_WINDOW = text(
-    f"""
+def _due_window_sql(extra_columns: str = "") -> str:
+    return f"""
     SELECT d.n, d.oldest, d.newest, d.interrupt, now() AS now,
            EXISTS (SELECT 1 FROM user_turns
                     WHERE delegate_id = :delegate AND state = 'queued') AS user_turn_waiting,
@@ -58,20 +59,27 @@ _DUE_WINDOW = text(
                    AND trigger IN ('wake', 'interrupt', 'drain')
                    AND started_at > now() - interval '1 hour')
            END AS oldest_autonomous,
-           {FENCED_EPOCH} AS lease_epoch
+           {FENCED_EPOCH} AS lease_epoch{extra_columns}
       FROM (SELECT count(*) AS n, min(available_at) AS oldest, max(available_at) AS newest,
                    coalesce(bool_or(mode = 'interrupt'), false) AS interrupt
               FROM signals
              WHERE {due(WAKING)}) d
     """  # noqa: S608 - constant fragments, parameters bound
-)
 
 
-def due_window(connection: Connection, delegate_id: str) -> DueWindow:
+_DUE_WINDOW = text(_due_window_sql())
+_DUE_WINDOW_OPENING = text(_due_window_sql(f", {SKIP_FLUSH} AS skip_flush"))
+
+
+def due_window(connection: Connection, delegate_id: str, opening: bool = False) -> DueWindow:
     """One round trip for every decision the lane takes before claiming: the due wake and
     interrupt signals, a waiting user turn, exhausted attempts, the next backoff expiry, the
-    autonomous-wake budget, the database clock, and the fence."""
-    row = connection.execute(_DUE_WINDOW, {"delegate": delegate_id}).one()._mapping
+    autonomous-wake budget, the database clock, and the fence.
+
+    ``opening``: the first statement of the transaction that opens an activation, whose commit
+    need not wait for a WAL flush (see ``database.SKIP_FLUSH``); never in one that settles."""
+    query = _DUE_WINDOW_OPENING if opening else _DUE_WINDOW
+    row = connection.execute(query, {"delegate": delegate_id}).one()._mapping
     return DueWindow(
         count=int(row["n"]),
         oldest=row["oldest"],
@@ -98,9 +106,10 @@ class SafePointCheck:
     interrupt_waiting: bool
 
 
+# Its one write is the share lock on the lease row: its commit need not wait for a flush.
 _SAFE_POINT = text(
     f"""
-    SELECT {FENCED_EPOCH} AS lease_epoch,
+    SELECT {FENCED_EPOCH} AS lease_epoch, {SKIP_FLUSH} AS skip_flush,
            EXISTS (SELECT 1 FROM user_turns
                     WHERE delegate_id = :delegate AND state = 'queued') AS user_turn_waiting,
            EXISTS (SELECT 1 FROM signals WHERE {due(INTERRUPTING)}) AS interrupt_waiting

@@ -1,0 +1,228 @@
+"""Activation overhead (issue 15, point 3): one activation's cost excluding the model, on a
+journal of 100k and of 1M signal rows (``--quick``: 20k).
+
+Each activation is a whole ``Lane.run`` in this process with an instant agent: Redis lock,
+lease take, due window, claim, activation row, compose (the deployed composer), safe point,
+settle, ThoughtFlow and conversation records, lease release, the check after the release. One
+wake signal is journaled before each run (not timed). Printed per size: p50/p99 of the runs,
+and what one activation costs in figures a busy machine does not move: the SQL statements it
+sends (counted on the engine), the WAL flushes its commits wait for (``pg_stat_wal``), and the
+CPU it takes in this process and in the database server's processes (Linux ``/proc``). The
+target is p99 <= 20 ms at each size. ``bench.lane`` measures the same (``overhead_p99_ms``) on
+its own journal.
+
+    .venv/bin/python -m bench.lane_overhead [--quick] [--rows 100000,1000000] [--runs N]
+        [--profile FILE]   (cProfile of the timed runs at the last size, for pstats)
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+
+from bench import harness
+from bench.harness import QUICK, summary
+from inner_plane import logs
+from inner_plane.activation import AgentResult, Disposition, Settlement
+from inner_plane.config import build_settings
+from inner_plane.lane.runner import Lane
+from inner_plane.runtime import Runtime, build_runtime, set_runtime
+from inner_plane.wiring import load_composer, settle_heap
+from tests.support.stores import truncate_all
+
+DELEGATE = "overhead"
+
+
+class InstantAgent:
+    name = "instant"
+
+    def run(self, context, guard):  # type: ignore[no-untyped-def]
+        return AgentResult(
+            settlements={i: Settlement(Disposition.ACTED) for i in context.rendered_signal_ids}
+        )
+
+
+def preload(rt: Runtime, rows: int) -> None:
+    """Grow the journal to ``rows`` signals of 500 other delegates, a tenth of them pending."""
+    with rt.engine.begin() as connection:
+        have = int(connection.execute(text("SELECT count(*) FROM signals")).scalar_one())
+        if have < rows:
+            connection.execute(
+                text(
+                    """
+                    INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data,
+                                         trust, max_attempts, occurred_at, available_at, state)
+                    SELECT gen_random_uuid(), 'hist' || (g % 500), 'task.completed', 'history',
+                           'wake', 50, jsonb_build_object('n', g), 'trusted', 5, now(), now(),
+                           CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'delivered' END
+                      FROM generate_series(1, :n) g
+                    """
+                ),
+                {"n": rows - have},
+            )
+    with rt.engine.connect() as connection:
+        connection.execution_options(isolation_level="AUTOCOMMIT").execute(
+            text("VACUUM ANALYZE signals")
+        )
+
+
+def server_cpu_s(rt: Runtime) -> float | None:
+    """CPU seconds used so far by every process of the database server (Linux only): the
+    children of the postmaster that serves this engine."""
+    try:
+        with rt.engine.connect() as connection:
+            backend = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        postmaster = Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == postmaster or stat.parent.name == postmaster:
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / ticks
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def wal_flushes(rt: Runtime) -> int:
+    """WAL flushes made by client backends so far (PostgreSQL 18: ``pg_stat_io``). A backend
+    reports its counts within a second of going idle: wait that out first."""
+    time.sleep(1.5)
+    with rt.engine.connect() as connection:
+        return int(
+            connection.execute(
+                text(
+                    "SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io "
+                    "WHERE object = 'wal' AND backend_type = 'client backend'"
+                )
+            ).scalar_one()
+        )
+
+
+@dataclass
+class Costs:
+    """Per activation: SQL statements, WAL flushes, CPU ms here and in the server."""
+
+    statements: float
+    wal_flushes: float
+    client_cpu_ms: float
+    server_cpu_ms: float | None
+
+
+def measure(
+    rt: Runtime, runs: int, profile: cProfile.Profile | None = None
+) -> tuple[list[float], Costs]:
+    """``runs`` timed activations of one delegate (after a few untimed warm-ups); returns the
+    milliseconds of each and what one costs (the untimed journaling of its signal included in
+    the WAL flushes and server CPU: one flush, a fraction of a millisecond)."""
+    quick = replace(
+        rt,
+        settings=rt.settings.model_copy(
+            update={"batch_quiet_ms": 0, "batch_max_age_ms": 0, "wake_budget_per_hour": 10**9}
+        ),
+    )
+    lane = Lane(quick, InstantAgent(), load_composer(quick), holder="bench")
+    settle_heap()  # as a worker does once its lane is built (inner_plane.wiring.run_lane)
+    statements = 0
+
+    def count(*_: Any) -> None:
+        nonlocal statements
+        statements += 1
+
+    overhead: list[float] = []
+    counted = 0
+    for n in range(runs + 5):
+        with rt.engine.begin() as connection:
+            connection.execute(
+                text(
+                    """
+                    INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data,
+                                         trust, max_attempts, occurred_at, available_at)
+                    VALUES (gen_random_uuid(), :delegate, 'task.completed', 'bench', 'wake',
+                            50, CAST(:data AS jsonb), 'trusted', 5, now(), now())
+                    """
+                ),
+                {"delegate": DELEGATE, "data": json.dumps({"n": n})},
+            )
+        timed = n >= 5
+        if timed and n == 5:
+            flushes = wal_flushes(rt)
+            server, client = server_cpu_s(rt), time.process_time()
+            event.listen(rt.engine, "before_cursor_execute", count)
+        if profile is not None and timed:
+            profile.enable()
+        t0 = time.perf_counter()
+        outcome = lane.run(DELEGATE)
+        elapsed = (time.perf_counter() - t0) * 1000
+        if profile is not None and timed:
+            profile.disable()
+        assert len(outcome.activations) == 1, outcome
+        if timed:
+            overhead.append(elapsed)
+            counted += 1
+    event.remove(rt.engine, "before_cursor_execute", count)
+    client = time.process_time() - client
+    server_after = server_cpu_s(rt)
+    flushes = wal_flushes(rt) - flushes
+    return overhead, Costs(
+        statements=round(statements / counted, 1),
+        wal_flushes=round(flushes / counted, 2),
+        client_cpu_ms=round(client * 1000 / counted, 2),
+        server_cpu_ms=None
+        if server is None or server_after is None
+        else round((server_after - server) * 1000 / counted, 2),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rows", default="20000" if QUICK else "100000,1000000")
+    parser.add_argument("--runs", type=int, default=100 if QUICK else 300)
+    parser.add_argument("--profile", default=None)
+    args = parser.parse_args()
+    sizes = [int(r) for r in args.rows.split(",")]
+    logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
+    figures: dict[str, Any] = {"runs": args.runs}
+    with harness.stores("lane-overhead") as stores:
+        truncate_all(stores.database_url)
+        settings = build_settings(
+            database_url=stores.database_url,
+            redis_url=stores.redis_url,
+            data_dir=stores.data_dir,
+        )
+        rt = build_runtime(settings)
+        set_runtime(rt)
+        rt.redis.flushdb()
+        worst = 0.0
+        for size in sorted(sizes):
+            preload(rt, size)
+            gc.collect()
+            profile = cProfile.Profile() if args.profile and size == max(sizes) else None
+            overhead, costs = measure(rt, args.runs, profile)
+            if profile is not None:
+                profile.dump_stats(args.profile)
+            over = summary(overhead)
+            worst = max(worst, over["p99"])
+            figures[f"overhead_ms_{size}"] = over
+            figures[f"per_activation_{size}"] = asdict(costs)
+            print(f"{size} rows: overhead per activation (no agent) {over}; each: {costs}")
+    figures["overhead_p99_ms"] = worst
+    print(f"worst p99 {worst} ms: {harness.verdict(worst, 20.0, higher_is_better=False)}")
+    harness.emit(figures)
+
+
+if __name__ == "__main__":
+    main()
