@@ -33,6 +33,9 @@ class Decision:
     outcome: Outcome
     moment: datetime | None  # the moment handled (None when idle)
     next_due: datetime | None  # the first moment after it (None: the timer is done)
+    # On an on-time fire, the first of the earlier moments coalesced into it unfired (beat was
+    # down over them and came back within grace of a later one); None when there were none.
+    missed_from: datetime | None = None
 
     @property
     def fires(self) -> bool:
@@ -59,8 +62,11 @@ def decide(
     next_due = schedule.next_after(latest)
     lateness = now - latest
     if lateness <= timedelta(seconds=grace_s):
-        outcome = Outcome.FIRE
-    elif missed is Missed.LATEST and lateness <= timedelta(seconds=max(catch_up_s, grace_s)):
+        # Only an on-time fire can hide missed moments: the other outcomes say so themselves.
+        first = schedule.next_after(cursor)
+        missed_from = first if first is not None and first < latest else None
+        return Decision(Outcome.FIRE, latest, next_due, missed_from)
+    if missed is Missed.LATEST and lateness <= timedelta(seconds=max(catch_up_s, grace_s)):
         outcome = Outcome.CATCH_UP
     else:
         outcome = Outcome.SKIP

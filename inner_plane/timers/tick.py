@@ -258,6 +258,13 @@ class _Run:
         if decision.outcome is Outcome.FIRE:
             self.report.fired += 1
             self.report.fired_names.append(timer.name)
+            if decision.missed_from is not None:
+                # Earlier moments that went by unfired while beat was down: say so, as a late
+                # moment under the `skip` policy would, or they would vanish without a trace.
+                skipped = {**fields, "scheduled_for": moment_key(decision.missed_from)}
+                coalesced_into = fields["scheduled_for"]
+                logs.emit("timer_skipped", **skipped, coalesced_into=coalesced_into,
+                          policy=timer.missed)  # fmt: skip
         elif decision.outcome is Outcome.CATCH_UP:
             self.report.caught_up += 1
             self.report.fired_names.append(timer.name)

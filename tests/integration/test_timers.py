@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from inner_plane import logs
 from inner_plane.config import build_settings
 from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.journal.timers import TimerJournal
@@ -219,6 +220,27 @@ def test_missed_moments_fire_latest_once_or_none(timers_rt: Runtime, context_log
     # Both are back on schedule for the next moment.
     report = tick(timers_rt, now=start + timedelta(seconds=181))
     assert sorted(report.fired_names) == ["latest", "skip"]
+
+
+def test_moments_missed_before_an_on_time_one_are_logged_as_skipped(
+    timers_rt: Runtime, context_log
+) -> None:
+    start = db_now(timers_rt) + timedelta(seconds=30)
+    add_timer({"name": "back", "purpose": "p", "every_s": 60, "start": start.isoformat(),
+               "missed": "skip"}, runtime=timers_rt)  # fmt: skip
+    # Beat down over start, +60 and +120, back 2 s after +180: +180 is on time and fires.
+    report = tick(timers_rt, now=start + timedelta(seconds=182))
+    assert report.fired_names == ["back"] and report.skipped == 0
+    [fired] = timer_signals(timers_rt)
+    assert fired["scheduled_for"] == (start + timedelta(seconds=180)).isoformat()
+    [line] = context_log.lines("timer_skipped")
+    record = logs.parse_logfmt(line)
+    assert record["timer"] == "back"
+    assert datetime.fromisoformat(str(record["scheduled_for"])) == start
+    assert datetime.fromisoformat(str(record["coalesced_into"])) == start + timedelta(seconds=180)
+    # The next on-time moment follows its cursor directly: nothing more is logged as skipped.
+    tick(timers_rt, now=start + timedelta(seconds=241))
+    assert len(context_log.lines("timer_skipped")) == 1
 
 
 def test_one_shot_fires_once_and_is_done(timers_rt: Runtime, context_log) -> None:

@@ -84,3 +84,20 @@ def test_cron_missed_across_a_dst_change_fires_the_latest_wall_time_once() -> No
     assert decision.outcome is Outcome.CATCH_UP
     assert decision.moment == datetime(2026, 3, 30, 7, tzinfo=UTC)
     assert decision.next_due == datetime(2026, 3, 31, 7, tzinfo=UTC)
+
+
+def test_an_on_time_fire_names_the_earlier_moments_it_coalesced_unfired() -> None:
+    # Beat was down over 120, 180 and 240 and came back 1 s after 300: 300 is on time and fires,
+    # and the decision says that the moments from 120 went by unfired, under either policy.
+    for missed in Missed:
+        decision = decide(MINUTE, at(60), at(301), missed=missed, catch_up_s=3600, grace_s=5)
+        assert decision.outcome is Outcome.FIRE and decision.moment == at(300)
+        assert decision.missed_from == at(120)
+
+
+def test_an_on_time_fire_right_after_the_cursor_coalesced_nothing() -> None:
+    decision = decide(MINUTE, at(60), at(121), catch_up_s=3600, grace_s=5)
+    assert decision.outcome is Outcome.FIRE and decision.missed_from is None
+    daily = Cron("0 9 * * *", "Europe/Berlin")
+    first = decide(daily, at(0), at(8 * 3600 + 1), catch_up_s=3600, grace_s=5)
+    assert first.outcome is Outcome.FIRE and first.missed_from is None
