@@ -7,11 +7,11 @@ at start with a message that names the variable instead of surfacing later as a 
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "INNER_PLANE_"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+socket://")
@@ -23,11 +23,8 @@ class ConfigError(Exception):
     """A setting is missing or invalid; the message names the environment variable."""
 
 
-class Settings(BaseModel):
-    """Built by :func:`build_settings` from the ``INNER_PLANE_*`` variables (a plain model read
-    by hand: pydantic-settings' import alone was a tenth of a CLI command's start)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     # Stores. Unset URLs mean "start the embedded server under data_dir".
     database_url: str | None = None
@@ -259,23 +256,10 @@ def _describe(error: ValidationError) -> str:
     return "invalid configuration: " + "; ".join(parts)
 
 
-def environment_values() -> dict[str, str]:
-    """The settings the environment sets: ``INNER_PLANE_DB_POOL_SIZE`` is ``db_pool_size``
-    (names in any case, as the shells and orchestrators that set them may spell them)."""
-    fields = Settings.model_fields
-    values: dict[str, str] = {}
-    for name, value in os.environ.items():
-        if name.upper().startswith(ENV_PREFIX):
-            field = name[len(ENV_PREFIX) :].lower()
-            if field in fields:
-                values[field] = value
-    return values
-
-
 def build_settings(**overrides: object) -> Settings:
     """Read settings from the environment, with explicit overrides; raise ConfigError if invalid."""
     try:
-        return Settings.model_validate({**environment_values(), **overrides})
+        return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as error:
         raise ConfigError(_describe(error)) from None
 
