@@ -8,6 +8,7 @@ tick twice and only the journal's dedup keeps one signal per moment.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from inner_plane import celery_bridge as names
+from inner_plane.celery_bridge import sender
 from inner_plane.journal.timers import TimerJournal
 from inner_plane.runtime import Runtime
 from inner_plane.timers import add_timer, get_timer, list_timers
@@ -91,21 +94,35 @@ def test_two_beats_at_once_give_one_signal_per_moment(
     start = aligned(db_now(runtime), 1) + timedelta(seconds=1)
     add_timer({"name": "twin", "purpose": "p", "every_s": 1, "start": start.isoformat()},
               runtime=runtime)  # fmt: skip
+    # Each beat sends the tick only while a timer is due, so which beat sends depends on which
+    # saw a moment first. To make both certainly send, the worker stops taking ticks until each
+    # beat has sent two; the queued ticks then run at once on its two processes.
+    control = sender(runtime.settings).control
+    node = [f"periodic@{socket.gethostname()}"]
+    control.cancel_consumer(names.PERIODIC_QUEUE, destination=node, reply=True)
     beat_a = celery_beat("beat-a", beat_env, module_dir)
     beat_b = celery_beat("beat-b", beat_env, module_dir)
     beats += [beat_a, beat_b]
-    beat_a.start(), beat_b.start()
+    try:
+        beat_a.start(), beat_b.start()
+        wait_until(
+            lambda: all(beat.output().count(TICK_SENT) >= 2 for beat in (beat_a, beat_b)),
+            "two ticks sent by each beat",
+            60,
+        )
+    finally:
+        control.add_consumer(names.PERIODIC_QUEUE, destination=node, reply=True)
     wait_until(lambda: len(set(fired(runtime, "twin"))) >= 6, "six moments of 'twin'", 60)
     wait_until(lambda: len(set(fired(runtime, "static-pulse"))) >= 3, "static moments", 30)
+    running = {beat.name: beat.process is not None and beat.process.poll() is None
+               for beat in (beat_a, beat_b)}  # fmt: skip
     beat_a.stop(), beat_b.stop()
 
     # The periodic worker serves beat's three tasks.
     for task in ("inner_plane.timers_tick", "inner_plane.sweep", "inner_plane.retention"):
         assert task in periodic_worker.output()
-    # Both beats really were ticking at once (each sends the tick only when a timer is due, so
-    # the count depends on which one saw a moment first; two apiece show both were live).
-    for beat in (beat_a, beat_b):
-        assert beat.output().count(TICK_SENT) >= 2, beat.output()[-2000:]
+    # Both beats ticked to the end, side by side.
+    assert running == {"beat-a": True, "beat-b": True}, beat_b.output()[-2000:]
     for name, anchor in (("twin", start), ("static-pulse", datetime(1970, 1, 1, tzinfo=UTC))):
         moments = fired(runtime, name)
         assert len(moments) == len(set(moments)), f"{name}: a moment fired twice: {moments}"
