@@ -38,7 +38,7 @@ from inner_plane.config import Settings, build_settings
 from inner_plane.publish import publish_many
 from inner_plane.runtime import Runtime, build_runtime, set_runtime
 from inner_plane.services.processes import celery_command
-from inner_plane.signals.model import derive_signal_id
+from inner_plane.signals.ids import derive_signal_id
 from tests.support.processes import ChildProcess
 from tests.support.stores import Stores, truncate_all
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import uuid
 from datetime import UTC, datetime
@@ -23,6 +21,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from inner_plane.signals.ids import derive_signal_id
 
 MAX_DATA_BYTES = 64 * 1024
 # Nesting and width caps: far above any real report, far below what breaks a reader (the JSON
@@ -49,9 +49,6 @@ DEDUP_KEY_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
 # push a value in it out of Python's range when read back in another zone.
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)  # exclusive
-
-# Fixed namespace: ids derived from (delegate, source, dedup_key) are the same on every machine.
-SIGNAL_ID_NAMESPACE = uuid.UUID("6f1c5d1e-3b0a-4e0e-9a55-2d7f3c1b9e41")
 
 
 class Mode(StrEnum):
@@ -124,38 +121,6 @@ def _has_nul(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return any(_has_nul(v) for v in value)
     return False
-
-
-_NAMESPACE_BYTES = SIGNAL_ID_NAMESPACE.bytes
-# A UUID's version and variant bits cleared (then set for uuid5 or uuid4), on the 128-bit integer.
-_VERSION_BITS_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
-_UUID5_SET = (5 << 76) | (0x8000 << 48)
-
-
-def derive_signal_id(delegate_id: str, source: str, dedup_key: str) -> uuid.UUID:
-    """Stable id for a deduplicated signal: a re-sent callback gets the same id everywhere.
-
-    Exactly ``uuid.uuid5(SIGNAL_ID_NAMESPACE, "delegate/source/dedup_key")``, in half the time
-    (it runs for every signal with a dedup key)."""
-    digest = hashlib.sha1(_NAMESPACE_BYTES + f"{delegate_id}/{source}/{dedup_key}".encode())
-    number = int.from_bytes(digest.digest()[:16])
-    return uuid.UUID(int=(number & _VERSION_BITS_CLEAR) | _UUID5_SET)
-
-
-# uuid4's version and variant bits, for random ids made many at a time.
-_UUID4_SET = (4 << 76) | (0x8000 << 48)
-
-
-def random_signal_ids(count: int) -> list[uuid.UUID]:
-    """``count`` random (version 4) ids, as ``uuid.uuid4()`` makes them, from one read of the
-    OS's random source: a read per id releases and retakes the GIL each time, a context switch
-    apiece in a busy server."""
-    pool = os.urandom(16 * count)
-    from_bytes = int.from_bytes
-    return [
-        uuid.UUID(int=(from_bytes(pool[start : start + 16]) & _VERSION_BITS_CLEAR) | _UUID4_SET)
-        for start in range(0, 16 * count, 16)
-    ]
 
 
 def within_window(value: datetime) -> bool:

@@ -17,15 +17,8 @@ from inner_plane import logs
 from inner_plane.journal.processors import Processor
 from inner_plane.publish import log_rejected, publish_drafts, validate
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import (
-    Mode,
-    PublishResult,
-    Signal,
-    SignalDraft,
-    SignalError,
-    Trust,
-    random_signal_ids,
-)
+from inner_plane.signals.ids import random_signal_ids
+from inner_plane.signals.model import Mode, PublishResult, Signal, SignalDraft, SignalError, Trust
 
 MODE_RANK = {Mode.AMBIENT: 0, Mode.NEXT_TURN: 1, Mode.WAKE: 2, Mode.INTERRUPT: 3}
 ANY_DELEGATE = "*"

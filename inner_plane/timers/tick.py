@@ -26,7 +26,8 @@ from inner_plane.journal.timer_ticks import CursorUpdate, DueTimer, TickJournal
 from inner_plane.journal.timers import TimerJournal, TimerRecord
 from inner_plane.publish import DraftRows, SignalDraft, validate
 from inner_plane.runtime import Runtime, get_runtime
-from inner_plane.signals.model import Mode, derive_signal_id, is_identifier, within_window
+from inner_plane.signals.ids import derive_signal_id
+from inner_plane.signals.model import Mode, is_identifier, within_window
 from inner_plane.timers.policy import Decision, Missed, Outcome, decide
 from inner_plane.timers.schedule import Cron, Interval, Once, Schedule, moment_key
 from inner_plane.timers.spec import EPOCH, MAX_PURPOSE, TimerSpec

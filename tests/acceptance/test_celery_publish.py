@@ -16,7 +16,8 @@ from inner_plane import celery_bridge
 from inner_plane.celery_bridge import is_amqp
 from inner_plane.publish import wire_form, with_stable_identity
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import MAX_DATA_BYTES, SignalDraft, derive_signal_id
+from inner_plane.signals.ids import derive_signal_id
+from inner_plane.signals.model import MAX_DATA_BYTES, SignalDraft
 from tests.support.broker import SessionBroker
 from tests.support.processes import ChildProcess, start_celery_worker
 from tests.support.stores import ROOT, Stores

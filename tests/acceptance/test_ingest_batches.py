@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 from inner_plane import celery_bridge
 from inner_plane.journal.database import sqlalchemy_url
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import derive_signal_id
+from inner_plane.signals.ids import derive_signal_id
 from tests.support.processes import ChildProcess, start_celery_worker
 from tests.support.stores import Stores
 from tests.support.waiting import wait_until

@@ -17,7 +17,8 @@ from typer.testing import CliRunner, Result
 
 from inner_plane.cli import app, common
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import MAX_DATA_BYTES, derive_signal_id
+from inner_plane.signals.ids import derive_signal_id
+from inner_plane.signals.model import MAX_DATA_BYTES
 from tests.support.stores import ROOT, Stores
 
 ERROR = "inner-plane: error: "

@@ -13,8 +13,9 @@ from inner_plane import redis_keys
 from inner_plane.config import build_settings
 from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import Runtime, build_runtime
+from inner_plane.signals.ids import derive_signal_id
 from inner_plane.signals.kinds import KindRegistry
-from inner_plane.signals.model import Mode, SignalError, State, derive_signal_id
+from inner_plane.signals.model import Mode, SignalError, State
 
 
 def test_publish_journals_the_signal_with_policy_defaults(runtime: Runtime, context_log) -> None:

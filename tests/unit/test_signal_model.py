@@ -8,15 +8,8 @@ from typing import Any
 
 import pytest
 
-from inner_plane.signals.model import (
-    MAX_DATA_BYTES,
-    Mode,
-    SignalDraft,
-    SignalError,
-    Trust,
-    derive_signal_id,
-    random_signal_ids,
-)
+from inner_plane.signals.ids import derive_signal_id, random_signal_ids
+from inner_plane.signals.model import MAX_DATA_BYTES, Mode, SignalDraft, SignalError, Trust
 
 
 def draft(**fields: Any) -> SignalDraft:
