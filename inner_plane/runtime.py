@@ -26,13 +26,21 @@ class Runtime:
     registry: KindRegistry
     # Made on first use: a command that only reads the journal never loads redis-py.
     _redis: redis.Redis | None = field(default=None, repr=False)
+    _redis_made: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def redis(self) -> redis.Redis:
-        if self._redis is None:
-            assert self.settings.redis_url is not None
-            self._redis = redis_client(self.settings.redis_url)
-        return self._redis
+        client = self._redis
+        if client is None:
+            # Once per process, under a lock: a client made twice by two threads at once loses
+            # one to the garbage collector, whose close() pulls the connection out from under
+            # the thread still using it (a server's first concurrent requests crashed on it).
+            with self._redis_made:
+                if self._redis is None:
+                    assert self.settings.redis_url is not None
+                    self._redis = redis_client(self.settings.redis_url)
+                client = self._redis
+        return client
 
     @property
     def database_url(self) -> str:

@@ -145,9 +145,10 @@ class Recorder:
         if not pending:
             return
         try:
-            if self._client is None:
-                self._client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
-            client = self._client
+            with self._lock:  # one client: flush runs on the loop thread and at exit
+                if self._client is None:
+                    self._client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
+                client = self._client
             pipe = client.pipeline(transaction=False)
             for key, amount in pending.items():
                 if "|source=" in key:
