@@ -80,28 +80,6 @@ _M = cast(Table, MemoryRow.__table__)
 event.listen(_M, "before_create", DDL("CREATE EXTENSION IF NOT EXISTS btree_gin"))  # type: ignore[no-untyped-call]
 
 
-class MemoryRecord(TypedDict):
-    """A memory as readers get it: the columns of ``memories`` but ``tsv`` (built by column
-    name)."""
-
-    id: uuid.UUID
-    delegate_id: str
-    kind: str
-    content: str
-    relation: str
-    related_ids: list[uuid.UUID]
-    source: str
-    signal_id: uuid.UUID | None
-    superseded_by: uuid.UUID | None
-    created_at: datetime
-
-
-class RecalledMemory(MemoryRecord):
-    """A memory recall found, with its score (the summed rarity of the cue words it holds)."""
-
-    rank: float
-
-
 class NewMemory(TypedDict):
     """What a memory write stores (the other columns take their defaults)."""
 
@@ -112,6 +90,21 @@ class NewMemory(TypedDict):
     relation: str
     related_ids: list[uuid.UUID]
     source: str
+
+
+class MemoryRecord(NewMemory):
+    """A memory as readers get it: the columns of ``memories`` but ``tsv`` (built by column
+    name)."""
+
+    signal_id: uuid.UUID | None
+    superseded_by: uuid.UUID | None
+    created_at: datetime
+
+
+class RecalledMemory(MemoryRecord):
+    """A memory recall found, with its score (the summed rarity of the cue words it holds)."""
+
+    rank: float
 
 
 # The columns a MemoryRecord holds, in its order.

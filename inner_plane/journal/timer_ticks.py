@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -45,27 +45,14 @@ from sqlalchemy.types import TypeEngine
 
 from inner_plane.journal.database import typed_row
 from inner_plane.journal.signals import NewSignal, insert_packed, rows_json
-from inner_plane.journal.timers import STATIC, TIMERS, StaticTimerState, due_now
+from inner_plane.journal.timers import STATIC, TIMERS, StaticTimerState, TimerSchedule, due_now
 
 _TS = DateTime(timezone=True)
 
 
-class DueTimer(TypedDict):
+class DueTimer(TimerSchedule):
     """What the tick reads of a due dynamic timer."""
 
-    id: uuid.UUID
-    delegate_id: str
-    name: str
-    purpose: str
-    cron: str | None
-    timezone: str
-    every_s: float | None
-    start_at: datetime | None
-    at: datetime | None
-    mode: str
-    priority: int | None
-    missed: str
-    catch_up_s: float
     last_moment: datetime | None
     created_at: datetime
     caused_by: uuid.UUID | None

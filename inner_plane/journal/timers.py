@@ -131,8 +131,8 @@ class TimerNameTaken(Exception):
     """An active timer with this name already exists for the delegate."""
 
 
-class TimerRecord(TypedDict):
-    """A row of ``timers`` as the timers service reads it (built by column name)."""
+class TimerSchedule(TypedDict):
+    """The columns of ``timers`` that say when and how a timer fires."""
 
     id: uuid.UUID
     delegate_id: str
@@ -147,6 +147,11 @@ class TimerRecord(TypedDict):
     priority: int | None
     missed: str
     catch_up_s: float
+
+
+class TimerRecord(TimerSchedule):
+    """A row of ``timers`` as the timers service reads it (built by column name)."""
+
     state: str
     created_by: str
     last_moment: datetime | None

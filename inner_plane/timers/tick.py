@@ -23,7 +23,7 @@ import redis
 
 from inner_plane import logs, redis_keys
 from inner_plane.journal.timer_ticks import CursorUpdate, DueTimer, TickJournal
-from inner_plane.journal.timers import TimerJournal, TimerRecord
+from inner_plane.journal.timers import TimerJournal, TimerSchedule
 from inner_plane.publish import DraftRows, SignalDraft, validate
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.ids import derive_signal_id
@@ -149,7 +149,7 @@ def _cron(expr: str, timezone: str) -> Cron:
     return Cron(expr, timezone)
 
 
-def schedule_of_row(row: TimerRecord | DueTimer) -> Schedule:
+def schedule_of_row(row: TimerSchedule) -> Schedule:
     if row["cron"] is not None:
         return _cron(row["cron"], row["timezone"])
     if row["every_s"] is not None and row["start_at"] is not None:
