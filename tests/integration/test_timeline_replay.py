@@ -53,17 +53,22 @@ class LiveView:
         self.entries.extend(page["entries"])
 
     def _run(self) -> None:
-        with (
-            httpx.Client(timeout=httpx.Timeout(30, read=None)) as client,
-            client.stream(
-                "GET", f"{self.base}/v1/events", params={"topic": "timeline"}
-            ) as response,
-        ):
-            self.ready.set()
-            for _ident, _name, _data in SseReader(response):
-                self._fetch(client)
-                if self.stop.is_set():
-                    return
+        try:
+            with (
+                httpx.Client(timeout=httpx.Timeout(30, read=None)) as client,
+                client.stream(
+                    "GET", f"{self.base}/v1/events", params={"topic": "timeline"}
+                ) as response,
+            ):
+                self.ready.set()
+                for _ident, _name, _data in SseReader(response):
+                    self._fetch(client)
+                    if self.stop.is_set():
+                        return
+        except httpx.TransportError:
+            if not self.stop.is_set():
+                raise  # the feed broke while the test still read it
+            # Otherwise the server shut down after the test had what it needed.
 
     def settle(self, runtime: Runtime) -> list[dict[str, Any]]:
         """Wait until the view has every stored entry (the feed is asynchronous)."""
@@ -88,7 +93,9 @@ def rt(runtime: Runtime) -> Runtime:
 @pytest.fixture
 def view(rt: Runtime) -> Iterator[LiveView]:
     with serving(create_app(lambda: rt, bind_host="127.0.0.1")) as base:
-        yield LiveView(base)
+        live = LiveView(base)
+        yield live
+        live.stop.set()  # before the server stops under the reader
 
 
 def agent(**script: Any) -> ScriptedAgent:
