@@ -64,3 +64,55 @@ def test_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (line,) = completed.stderr.strip().splitlines()
     assert line.startswith("inner-plane: error: ") and "INNER_PLANE_DB_POOL_SIZE" in line
     assert list(tmp_path.iterdir()) == []  # nothing started
+
+
+# A command registered for the test: it reports the collector as its body sees it, and as it
+# was while its module loaded (a group of two, to cover subcommands too).
+PROBE = """
+import gc, json, sys, types
+import typer
+from inner_plane import cli
+
+probe = types.ModuleType("inner_plane.cli.gc_probe")
+group = typer.Typer()
+
+@group.command("look")
+def look() -> None:
+    garbage = []
+    garbage.append(garbage)  # a cycle only the collector frees
+    del garbage
+    print(json.dumps({
+        "while_loading": probe.while_loading,
+        "in_body": gc.isenabled(),
+        "frozen": gc.get_freeze_count(),
+        "collected": gc.collect() > 0,
+    }))
+
+probe.group = group
+sys.modules["inner_plane.cli.gc_probe"] = probe
+cli.COMMANDS["probe"] = cli.Entry("gc_probe", "group", "test probe")
+
+original = cli.load_command
+def load_command(name):
+    probe.while_loading = gc.isenabled()
+    return original(name)
+cli.load_command = load_command
+try:
+    cli.main()
+except SystemExit:
+    pass
+print(json.dumps({"after_main_frozen": gc.get_freeze_count() > 0, "after_main": gc.isenabled()}))
+"""
+
+
+def test_the_collector_waits_while_a_command_loads_and_runs_in_its_body() -> None:
+    # Off while the command's libraries load (start time), on in the body (a long-running
+    # command collects as usual), with what loading made frozen.
+    completed = run_child("-c", PROBE, "probe", "look")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    body, end = (json.loads(line) for line in completed.stdout.strip().splitlines()[-2:])
+    assert body["while_loading"] is False
+    assert body["in_body"] is True
+    assert body["frozen"] > 10_000
+    assert body["collected"] is True
+    assert end == {"after_main_frozen": True, "after_main": True}  # as it was before main
