@@ -32,8 +32,8 @@ class Runtime:
     def redis(self) -> redis.Redis:
         client = self._redis
         if client is None:
-            # Once per process, under a lock: a client made twice by two threads at once loses
-            # one to the garbage collector, whose close() pulls the connection out from under
+            # Once per process, under a lock: of two clients made by two threads at once, the
+            # one overwritten is closed by redis-py's __del__, which disconnects its pool under
             # the thread still using it (a server's first concurrent requests crashed on it).
             with self._redis_made:
                 if self._redis is None:
