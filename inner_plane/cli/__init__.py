@@ -92,11 +92,19 @@ def _collecting(command: Command) -> Command:
     return command
 
 
+# Set by main while it holds the collector off; the app run in process (tests, an embedding
+# program) leaves the collector as its caller keeps it.
+_collector_held = False
+
+
 def _after_loading(callback: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
-        gc.freeze()
-        gc.enable()
+        global _collector_held
+        if _collector_held:
+            _collector_held = False
+            gc.freeze()
+            gc.enable()
         return callback(*args, **kwargs)
 
     return run
@@ -205,8 +213,10 @@ def main() -> None:
     # (SQLAlchemy, psycopg, pydantic): collecting while they load, and once more at exit, cost
     # `signals show` about a third of its start. The collector is off until the command's body
     # runs (see _collecting) and what is left is frozen before the interpreter's last sweep.
+    global _collector_held
     collecting = gc.isenabled()
     gc.disable()
+    _collector_held = True
     try:
         app(prog_name="inner-plane")
     except Exception as error:
@@ -223,6 +233,7 @@ def main() -> None:
             sys.exit(1)
         raise
     finally:
+        _collector_held = False
         gc.freeze()
         if collecting:  # as it was (main may run inside a longer-lived process)
             gc.enable()

@@ -116,3 +116,23 @@ def test_the_collector_waits_while_a_command_loads_and_runs_in_its_body() -> Non
     assert body["frozen"] > 10_000
     assert body["collected"] is True
     assert end == {"after_main_frozen": True, "after_main": True}  # as it was before main
+
+
+def test_the_app_run_in_process_leaves_the_collector_as_its_caller_keeps_it() -> None:
+    # Only `main` (the command line) holds the collector off and hands it back: a test or an
+    # embedding program that runs the app keeps its own setting, and nothing of it is frozen.
+    in_process = PROBE.split("original = cli.load_command")[0] + (
+        "from typer.testing import CliRunner\n"
+        "probe.while_loading = None\n"
+        "gc.disable()\n"
+        "result = CliRunner().invoke(cli.app, ['probe', 'look'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print(result.output.strip().splitlines()[-1])\n"
+        "print(json.dumps({'after': gc.isenabled(), 'frozen': gc.get_freeze_count()}))\n"
+    )
+    completed = run_child("-c", in_process)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    body, end = (json.loads(line) for line in completed.stdout.strip().splitlines()[-2:])
+    assert body["in_body"] is False
+    assert body["frozen"] == 0
+    assert end == {"after": False, "frozen": 0}
