@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict, cast
 
@@ -226,22 +227,68 @@ def start_conversation(engine: Engine, delegate_id: str) -> uuid.UUID:
         return current_conversation(connection, delegate_id)
 
 
-_APPEND = (
-    _E.insert()
-    .from_select(
-        ["id", "delegate_id", "conversation_id", "type", "payload", "activation_id", "turn_id"],
-        select(
-            sqlalchemy.bindparam("id", type_=UUID(as_uuid=True)),
-            sqlalchemy.cast(sqlalchemy.bindparam("delegate_id"), Text),
-            _C.c.id,
-            sqlalchemy.cast(sqlalchemy.bindparam("type"), Text),
-            sqlalchemy.bindparam("payload", type_=JSONB),
-            sqlalchemy.bindparam("activation_id", type_=UUID(as_uuid=True)),
-            sqlalchemy.bindparam("turn_id", type_=UUID(as_uuid=True)),
-        ).where(_C.c.delegate_id == sqlalchemy.bindparam("delegate_id"), _C.c.ended_at.is_(None)),
-    )
-    .returning(*_E.c)
+@dataclass(frozen=True)
+class NewEvent:
+    """A conversation event to append (see :func:`append_events`)."""
+
+    type: str
+    payload: dict[str, Any]
+    activation_id: uuid.UUID | None = None
+    turn_id: uuid.UUID | None = None
+
+
+# Many events in one statement, in the order given (ordinality), joining the delegate's open
+# conversation: a closing activation writes its retrieval, tool calls, usage and end at once.
+_APPEND_MANY = text(
+    """
+    INSERT INTO conversation_events
+           (id, delegate_id, conversation_id, type, payload, activation_id, turn_id)
+    SELECT e.id, c.delegate_id, c.id, e.type, e.payload, e.activation_id, e.turn_id
+      FROM ROWS FROM (jsonb_to_recordset(CAST(:events AS jsonb))
+                      AS (id uuid, type text, payload jsonb, activation_id uuid, turn_id uuid))
+           WITH ORDINALITY AS e(id, type, payload, activation_id, turn_id, n)
+      JOIN conversations c ON c.delegate_id = :delegate_id AND c.ended_at IS NULL
+     ORDER BY e.n
+    RETURNING *
+    """
 )
+
+
+def _checked(new: NewEvent) -> dict[str, Any]:
+    if not new.type or len(new.type) > 64:
+        raise ValueError("conversation event type must be 1 to 64 characters")
+    if not isinstance(new.payload, dict):
+        raise ValueError(
+            f"conversation event payload must be a dict, not {new.payload.__class__.__name__}"
+        )
+    return {
+        "id": str(uuid.uuid4()),
+        "type": new.type,
+        "payload": to_jsonable_python(new.payload),
+        "activation_id": None if new.activation_id is None else str(new.activation_id),
+        "turn_id": None if new.turn_id is None else str(new.turn_id),
+    }
+
+
+def append_events(
+    connection: sqlalchemy.Connection, delegate_id: str, events: Sequence[NewEvent]
+) -> None:
+    """Write durable conversation events, in order, in the caller's transaction: one
+    statement in the steady state. Nothing is written if any of them is invalid."""
+    if not events:
+        return
+    values = {"events": json.dumps([_checked(new) for new in events]), "delegate_id": delegate_id}
+    rows = connection.execute(_APPEND_MANY, values).all()
+    if not rows:  # first events of the delegate: open its conversation, then append
+        current_conversation(connection, delegate_id)
+        rows = connection.execute(_APPEND_MANY, values).all()
+    if not _listeners:
+        return  # nobody follows live in this process (workers): nothing to hand over
+    pending: list[EventRecord] = connection.info.setdefault(_PENDING_KEY, [])
+    pending.extend(event_record(row) for row in sorted(rows, key=lambda row: row.seq))
+    if not event.contains(connection, "commit", _after_commit):
+        event.listen(connection, "commit", _after_commit)
+        event.listen(connection, "rollback", _after_rollback)
 
 
 def append_event(
@@ -254,32 +301,7 @@ def append_event(
     turn_id: uuid.UUID | None = None,
 ) -> None:
     """Write one durable conversation event in the caller's transaction."""
-    if not type or len(type) > 64:
-        raise ValueError("conversation event type must be 1 to 64 characters")
-    if not isinstance(payload, dict):
-        raise ValueError(
-            f"conversation event payload must be a dict, not {payload.__class__.__name__}"
-        )
-    values = {
-        "id": uuid.uuid4(),
-        "delegate_id": delegate_id,
-        "type": type,
-        "payload": to_jsonable_python(payload),
-        "activation_id": activation_id,
-        "turn_id": turn_id,
-    }
-    # One statement in the steady state: the event joins the delegate's open conversation.
-    row = connection.execute(_APPEND, values).first()
-    if row is None:  # first event of the delegate: open its conversation, then append
-        current_conversation(connection, delegate_id)
-        row = connection.execute(_APPEND, values).one()
-    if not _listeners:
-        return  # nobody follows live in this process (workers): nothing to hand over
-    pending: list[EventRecord] = connection.info.setdefault(_PENDING_KEY, [])
-    pending.append(event_record(row))
-    if not event.contains(connection, "commit", _after_commit):
-        event.listen(connection, "commit", _after_commit)
-        event.listen(connection, "rollback", _after_rollback)
+    append_events(connection, delegate_id, [NewEvent(type, payload, activation_id, turn_id)])
 
 
 def event_record(row: Row[Any]) -> EventRecord:

@@ -8,7 +8,7 @@ records nothing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -170,62 +170,35 @@ def dispositions(
     return {str(s.id): entries[s.id] for s in activation.signals}
 
 
-def _conversation_events(
-    connection: sqlalchemy.Connection,
-    activation: Activation,
-    context: WorkingContext | None,
-    result: AgentResult | None,
-) -> None:
+def conversation_events(
+    activation: Activation, context: WorkingContext | None, result: AgentResult | None
+) -> list[conversation.NewEvent]:
+    """The conversation events a ThoughtFlow stands for: memory retrieval, each tool call and
+    its result, compactions, usage."""
     turn_id = None if activation.user_message is None else activation.user_message.turn_id
-    ids = {"activation_id": activation.id, "turn_id": turn_id}
+
+    def new(type: str, payload: dict[str, Any]) -> conversation.NewEvent:
+        return conversation.NewEvent(type, payload, activation.id, turn_id)
+
+    events = []
     if context is not None:
         retrieval: dict[str, Any] = {
             "status": "recalled" if context.recalled_memories else "miss",
             "cue": context.cue,
             "memories": context.recalled_memories,
         }
-        conversation.append_event(
-            connection,
-            delegate_id=activation.delegate_id,
-            type=conversation.MEMORY_RETRIEVAL,
-            payload=retrieval,
-            **ids,
-        )
+        events.append(new(conversation.MEMORY_RETRIEVAL, retrieval))
     if result is None:
-        return
+        return events
     for action in result.tool_actions:
         call = {k: action.get(k) for k in ("call_id", "name", "arguments", "step")}
-        conversation.append_event(
-            connection,
-            delegate_id=activation.delegate_id,
-            type=conversation.TOOL_CALL,
-            payload=call,
-            **ids,
-        )
+        events.append(new(conversation.TOOL_CALL, call))
         outcome = {k: action.get(k) for k in ("call_id", "name", "output", "error", "step")}
-        conversation.append_event(
-            connection,
-            delegate_id=activation.delegate_id,
-            type=conversation.TOOL_RESULT,
-            payload=outcome,
-            **ids,
-        )
-    for compaction in result.compactions:
-        conversation.append_event(
-            connection,
-            delegate_id=activation.delegate_id,
-            type=conversation.CONTEXT_COMPACTED,
-            payload=compaction,
-            **ids,
-        )
+        events.append(new(conversation.TOOL_RESULT, outcome))
+    events.extend(new(conversation.CONTEXT_COMPACTED, c) for c in result.compactions)
     if result.usage:
-        conversation.append_event(
-            connection,
-            delegate_id=activation.delegate_id,
-            type=conversation.CONTEXT_USAGE,
-            payload=dict(result.usage),
-            **ids,
-        )
+        events.append(new(conversation.CONTEXT_USAGE, dict(result.usage)))
+    return events
 
 
 _RECORD_COLUMNS = ("delegate_id", "trigger", "epoch", "record", "duration_ms", "error")
@@ -249,10 +222,12 @@ def record_thoughtflow(
     duration_ms: float,
     error: str | None,
     plan: SettlementPlan | None = None,
+    then: Sequence[conversation.NewEvent] = (),
 ) -> None:
     """Store the activation's ThoughtFlow and its conversation events in the caller's
-    transaction. Call it before appending "assistant.message" / "inner.activation.completed",
-    so the timeline reads: started, memory retrieval, tool calls, usage, reply, completed."""
+    transaction, followed by ``then`` (the reply, the closing entry), all events in one
+    statement: the timeline reads started, memory retrieval, tool calls, usage, reply,
+    completed."""
     record = build_record(activation, context, result, duration_ms, error, plan)
     connection.execute(
         _RECORD,
@@ -266,7 +241,8 @@ def record_thoughtflow(
             "error": error,
         },
     )
-    _conversation_events(connection, activation, context, result)
+    events = conversation_events(activation, context, result)
+    conversation.append_events(connection, activation.delegate_id, [*events, *then])
 
 
 def get_thoughtflow(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any] | None:

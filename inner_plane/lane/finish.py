@@ -14,7 +14,7 @@ from inner_plane.activation import (
 )
 from inner_plane.config import Settings
 from inner_plane.journal import activations, claims, conversation, user_turns
-from inner_plane.lane.records import Step, Transaction, activation_fields, converse, record
+from inner_plane.lane.records import Step, Transaction, activation_fields, entry, record
 
 
 def completed(
@@ -39,25 +39,28 @@ def completed(
         )
         if step.turn_id is not None:
             user_turns.finish_user_turn(connection, step.turn_id, "done", result.reply)
-        record(connection, activation, context, result, duration_s, None, plan)
+        closing = []
         if step.turn_id is None and result.reply:
             # An autonomous reply is something the assistant said: the composer's history and
             # the timeline show it as an assistant message, before the closing entry.
-            converse(
-                connection,
-                activation,
-                conversation.ASSISTANT_MESSAGE,
-                {"reply": result.reply, "autonomous": True},
+            closing.append(
+                entry(
+                    activation,
+                    conversation.ASSISTANT_MESSAGE,
+                    {"reply": result.reply, "autonomous": True},
+                )
             )
-        converse(
-            connection,
-            activation,
-            conversation.ACTIVATION_COMPLETED
-            if step.turn_id is None
-            else conversation.ASSISTANT_MESSAGE,
-            {"duration_ms": round(duration_s * 1000, 1), "reply": result.reply},
-            context,
+        closing.append(
+            entry(
+                activation,
+                conversation.ACTIVATION_COMPLETED
+                if step.turn_id is None
+                else conversation.ASSISTANT_MESSAGE,
+                {"duration_ms": round(duration_s * 1000, 1), "reply": result.reply},
+                context,
+            )
         )
+        record(connection, activation, context, result, duration_s, None, plan, closing)
     by_id = {s.id: s for s in activation.signals}
     for outcome in plan.settled:
         logs.emit(
@@ -107,14 +110,16 @@ def interrupted(
         if step.turn_id is not None:
             # The user's input is never discarded: the turn runs again after the interrupt.
             user_turns.requeue_user_turn(connection, step.turn_id)
-        record(connection, activation, context, partial, duration_s, f"interrupted: {reason}")
-        converse(
-            connection,
+        closing = entry(
             activation,
             conversation.ACTIVATION_INTERRUPTED,
             {"reason": reason, "duration_ms": round(duration_s * 1000, 1)},
             context,
         )
+        record(
+            connection, activation, context, partial, duration_s, f"interrupted: {reason}",
+            then=[closing],
+        )  # fmt: skip
     logs.emit("interrupted", **activation_fields(activation), reason=reason)
 
 
@@ -142,14 +147,13 @@ def failed(
         )
         if step.turn_id is not None:
             user_turns.finish_user_turn(connection, step.turn_id, "failed", None)
-        record(connection, activation, context, partial, duration_s, error)
-        converse(
-            connection,
+        closing = entry(
             activation,
             conversation.ACTIVATION_FAILED,
             {"error": error[:2000], "duration_ms": round(duration_s * 1000, 1)},
             context,
         )
+        record(connection, activation, context, partial, duration_s, error, then=[closing])
     logs.emit("failed", **activation_fields(activation), error=error[:500])
     for signal in retrying:
         logs.emit(

@@ -13,7 +13,14 @@ from inner_plane.config import Settings
 from inner_plane.journal import activations, claims, conversation, user_turns
 from inner_plane.journal.leases import LeaseLost
 from inner_plane.lane import decide
-from inner_plane.lane.records import Step, Transaction, activation_fields, converse, log_quarantined
+from inner_plane.lane.records import (
+    Step,
+    Transaction,
+    activation_fields,
+    converse,
+    entry,
+    log_quarantined,
+)
 
 
 def open_step(
@@ -122,9 +129,10 @@ def open_step(
             opening = conversation.TURN_RESUMED  # pre-empted before: its message stands
         else:
             opening = conversation.USER_MESSAGE
-        converse(connection, activation, opening, {"reason": decision.reason})
+        entries = [entry(activation, opening, {"reason": decision.reason})]
         if turn is not None and claimed:
-            converse(connection, activation, conversation.CONTEXT_ATTACHED, {})
+            entries.append(entry(activation, conversation.CONTEXT_ATTACHED, {}))
+        converse(connection, activation, entries)
     for signal in dead:
         logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
     logs.emit("batch", **activation_fields(activation), reason=decision.reason)

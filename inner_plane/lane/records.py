@@ -5,7 +5,7 @@ activation's fenced transaction, so a stale holder records nothing."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +57,10 @@ def record(
     duration_s: float,
     error: str | None,
     plan: SettlementPlan | None = None,
+    then: Sequence[conversation.NewEvent] = (),
 ) -> None:
+    """The ThoughtFlow and the conversation events of a finished activation, ``then`` (its
+    closing entries, see :func:`entry`) last."""
     record_thoughtflow(
         connection,
         activation=activation,
@@ -66,17 +69,17 @@ def record(
         duration_ms=duration_s * 1000,
         error=error,
         plan=plan,
+        then=then,
     )
 
 
-def converse(
-    connection: Connection,
+def entry(
     activation: Activation,
     event: str,
     payload: dict[str, Any],
     context: WorkingContext | None = None,
-) -> None:
-    """Append one conversation event of this activation."""
+) -> conversation.NewEvent:
+    """One conversation event of this activation, with the batch and envelope it carries."""
     body = dict(payload)
     body.setdefault("trigger", activation.trigger.value)
     if event != conversation.USER_MESSAGE:
@@ -91,11 +94,12 @@ def converse(
         # too showed them as the assistant's when there was no reply).
         body.setdefault("text", activation.user_message.text)
         body.setdefault("channel", activation.user_message.channel)
-    conversation.append_event(
-        connection,
-        delegate_id=activation.delegate_id,
-        type=event,
-        payload=body,
-        activation_id=activation.id,
-        turn_id=None if activation.user_message is None else activation.user_message.turn_id,
-    )
+    turn_id = None if activation.user_message is None else activation.user_message.turn_id
+    return conversation.NewEvent(event, body, activation.id, turn_id)
+
+
+def converse(
+    connection: Connection, activation: Activation, entries: Sequence[conversation.NewEvent]
+) -> None:
+    """Append these entries of this activation, in one statement."""
+    conversation.append_events(connection, activation.delegate_id, entries)

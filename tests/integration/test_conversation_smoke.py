@@ -50,3 +50,46 @@ def test_bad_events_are_refused_and_nothing_is_stored(runtime: Runtime) -> None:
 
         report_capsule(runtime.engine, "d1", "exploded")  # type: ignore[arg-type]
     assert conversation.read_events(runtime.engine, "d1") == []
+
+
+def test_many_events_are_one_statement_in_order_and_announced_in_order(runtime: Runtime) -> None:
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    events = [
+        conversation.NewEvent("memory.retrieval", {"status": "miss", "n": 0}),
+        *(conversation.NewEvent("tool.call", {"n": n, "text": "é\u2028"}) for n in range(1, 30)),
+        conversation.NewEvent("inner.activation.completed", {"n": 30}),
+    ]
+    seen: list[dict[str, Any]] = []
+    conversation.add_listener(seen.append)
+    try:
+        with runtime.engine.begin() as connection:
+            # The delegate's first events also open its conversation.
+            conversation.append_events(connection, "d2", events[:1])
+        event.listen(runtime.engine, "before_cursor_execute", count)
+        try:
+            with runtime.engine.begin() as connection:
+                conversation.append_events(connection, "d2", events[1:])
+        finally:
+            event.remove(runtime.engine, "before_cursor_execute", count)
+    finally:
+        conversation.remove_listener(seen.append)
+    assert len(statements) == 1
+    stored = conversation.read_events(runtime.engine, "d2")
+    assert [e["payload"]["n"] for e in stored] == list(range(31))
+    assert [e["seq"] for e in stored] == sorted(e["seq"] for e in stored)
+    assert stored == seen
+    assert stored[1]["payload"]["text"] == "é\u2028"
+
+
+def test_one_bad_event_of_many_stores_none_of_them(runtime: Runtime) -> None:
+    good = conversation.NewEvent("tool.call", {"n": 1})
+    with pytest.raises(ValueError, match="must be a dict"), runtime.engine.begin() as connection:
+        bad = conversation.NewEvent("tool.result", ["no"])  # type: ignore[arg-type]
+        conversation.append_events(connection, "d3", [good, bad])
+    assert conversation.read_events(runtime.engine, "d3") == []
