@@ -29,6 +29,7 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
+    any_,
     bindparam,
     case,
     column,
@@ -38,7 +39,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
@@ -110,14 +111,25 @@ def _updates_json(updates: Sequence[CursorUpdate]) -> str:
 
 
 def _move_and_journal(
-    table: Table, key: ColumnElement[Any], u: TableValuedAlias, *where: Any, **values: Any
+    table: Table,
+    key: ColumnElement[Any],
+    key_type: TypeEngine[Any],
+    u: TableValuedAlias,
+    *where: Any,
+    **values: Any,
 ) -> Select[Any]:
     """Move the cursors that still stand where the tick read them, insert the signals (packed
     rows, parameter ``rows``) of the moments whose cursor moved; answer the keys moved and the
-    signal ids inserted, as two arrays."""
+    signal ids inserted, as two arrays. The keys also come as an array (parameter ``keys``):
+    the planner cannot see into the JSON rows, and joined to them alone it reads every timer."""
     moved = (
         update(table)
-        .where(key == u.c.key, table.c.last_moment.is_not_distinct_from(u.c.expected), *where)
+        .where(
+            key == any_(bindparam("keys", type_=ARRAY(key_type))),
+            key == u.c.key,
+            table.c.last_moment.is_not_distinct_from(u.c.expected),
+            *where,
+        )
         .values(
             last_moment=u.c.moment,
             last_fired=case((u.c.fired, u.c.moment), else_=table.c.last_fired),
@@ -138,13 +150,14 @@ _U_DYNAMIC = _updates(UUID(as_uuid=True))
 _ADVANCE_DYNAMIC = _move_and_journal(
     TIMERS,
     TIMERS.c.id,
+    UUID(as_uuid=True),
     _U_DYNAMIC,
     TIMERS.c.state == "active",  # a timer cancelled since the read publishes nothing
     next_due=_U_DYNAMIC.c.next_due,
     state=case((_U_DYNAMIC.c.next_due.is_(None), "done"), else_=TIMERS.c.state),
 )
 _U_STATIC = _updates(Text())
-_ADVANCE_STATIC = _move_and_journal(STATIC, STATIC.c.name, _U_STATIC)
+_ADVANCE_STATIC = _move_and_journal(STATIC, STATIC.c.name, Text(), _U_STATIC)
 
 
 _DUE = (
@@ -203,7 +216,11 @@ class TickJournal:
             # Timer moments lie between a validated start and now, far from the years 1 and
             # 9999 the JSON form cannot carry.
             raise ValueError("a timer signal has a timestamp outside the journal's window")
-        params = {"updates": _updates_json(updates), "rows": packed}
+        params = {
+            "updates": _updates_json(updates),
+            "rows": packed,
+            "keys": [u.key for u in updates],
+        }
         statement = _ADVANCE_STATIC if static else _ADVANCE_DYNAMIC
         with self._autocommit() as connection:
             moved, inserted = connection.execute(statement, params).one()
