@@ -12,6 +12,7 @@ with the load than the wall time does.
 
 from __future__ import annotations
 
+import compileall
 import os
 import resource
 import subprocess
@@ -41,6 +42,9 @@ def run_ms(command: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def main() -> None:
+    # The CLI as installed: pip writes the package's bytecode at install (as `make install`
+    # does here), which a machine with PYTHONDONTWRITEBYTECODE would otherwise never keep.
+    compileall.compile_dir(harness.ROOT / "inner_plane", quiet=1)
     with harness.stores("cli") as stores:
         env = stores.env()
         from inner_plane import publish
