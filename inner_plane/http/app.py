@@ -107,6 +107,20 @@ def publish_request(
     return status, ({"signals": items} if batch else items[0])
 
 
+def publish_response(
+    runtime_factory: Callable[[], Runtime],
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    client: str | None = None,
+) -> Response:
+    """:func:`publish_request` with its answer encoded, in the same worker thread: a batch's
+    answer is encoded off the event loop, which every connection of the process shares."""
+    status, payload = publish_request(runtime_factory, method, path, headers, body, client)
+    return AsciiJSONResponse(payload, status_code=status)
+
+
 def status_request(
     runtime_factory: Callable[[], Runtime],
     path: str,
@@ -230,8 +244,8 @@ def create_app(
     )
     async def post_signals(request: Request) -> Response:
         body = await read_body(request, max_body_bytes)
-        status, payload = await run_in_threadpool(
-            publish_request,
+        return await run_in_threadpool(
+            publish_response,
             runtime_factory,
             "POST",
             path_of(request),
@@ -239,7 +253,6 @@ def create_app(
             body,
             client_of(request),
         )
-        return AsciiJSONResponse(payload, status_code=status)
 
     @app.get(
         "/v1/signals/{signal_id}",
