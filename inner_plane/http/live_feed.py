@@ -25,8 +25,8 @@ from starlette.concurrency import run_in_threadpool
 
 from inner_plane import logs
 from inner_plane.journal import live
-from inner_plane.journal.database import libpq_url
 from inner_plane.journal.live import LiveEvent, Position
+from inner_plane.journal.plain import libpq_url
 
 SAFETY_POLL_S = 1.0  # read the log even without a notification (a lost LISTEN connection)
 KEEPALIVE_S = 15.0

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, Row, create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from inner_plane.journal import tolerant
+from inner_plane.journal import plain, tolerant
+from inner_plane.journal.plain import MIGRATIONS_DIR, Rows, code_head, sqlalchemy_url
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -20,24 +20,9 @@ if TYPE_CHECKING:
 # Alembic loads only to migrate or to explain a schema mismatch: checking a current schema reads
 # the version row and the migration files' names, so a CLI command starts fast.
 
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-
 
 class SchemaError(RuntimeError):
     """The database schema does not match this version of inner-plane."""
-
-
-def sqlalchemy_url(url: str) -> str:
-    """Accept plain libpq URLs (what ops paste) and pin the psycopg 3 driver."""
-    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    raise ValueError(f"not a PostgreSQL URL: {url!r}")
-
-
-def libpq_url(url: str) -> str:
-    """The same database as a plain libpq URL (for psycopg.connect and tools)."""
-    return make_url(sqlalchemy_url(url)).set(drivername="postgresql").render_as_string(False)
 
 
 _engines: dict[tuple[int, str], Engine] = {}
@@ -133,17 +118,20 @@ def current_heads(engine: Engine) -> set[str]:
         return schema_versions(connection)
 
 
+def engine_rows(connection: Connection) -> Rows:
+    """``connection`` as :class:`~inner_plane.journal.plain.Rows`: the journal's plain SQL
+    (driver parameter style) on an engine's connection."""
+
+    def rows(sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Mapping[str, Any]]:
+        found = connection.exec_driver_sql(sql, dict(params) if params else None).mappings()
+        return cast(Sequence[Mapping[str, Any]], found.all())
+
+    return rows
+
+
 def schema_versions(connection: Connection) -> set[str]:
-    """The revisions the database is at (none if never migrated), read as Alembic stores them."""
-    if connection.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
-        return set()
-    return set(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
-
-
-def code_head() -> str:
-    """The revision this code needs: the newest migration file's (revision id = file stem, one
-    line of them; tests/unit/test_schema_head.py holds Alembic's single head to it)."""
-    return max(path.stem for path in (MIGRATIONS_DIR / "versions").glob("[0-9]*.py"))
+    """The revisions the database is at (none if never migrated)."""
+    return plain.schema_versions(engine_rows(connection))
 
 
 def check_schema(engine: Engine, url: str) -> None:

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
-from sqlalchemy.engine import make_url
+
+from inner_plane.journal.plain import libpq_url
 
 CHANNEL = "inner_plane_lane"
 USER_TURN = "user_turn"
@@ -32,11 +33,6 @@ class LaneNotice:
         if what not in (USER_TURN, INTERRUPT) or not delegate_id:
             return None
         return cls(what, delegate_id)
-
-
-def libpq_url(database_url: str) -> str:
-    """The journal's SQLAlchemy URL as a libpq connection string."""
-    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 # Called with each notice; with None after every (re)connection: notices may have been missed.

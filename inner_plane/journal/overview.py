@@ -3,21 +3,20 @@ backlog, for `inner-plane status` and /metrics.
 
 Every query reads a partial index of live rows (pending, claimed, running) or an index range of
 dead rows, so its cost follows the live work and the dead letters, never the whole journal.
+Plain SQL run through :class:`~inner_plane.journal.plain.Rows`: `status` reads it on a libpq
+connection without loading SQLAlchemy, /metrics on the engine's.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, text
-
+from inner_plane.journal.plain import Rows
 from inner_plane.journal.predicates import CLAIMABLE, due
 
 # Served by ix_signals_state_seq (state, seq): an index range per state.
-_COUNTS = text(
-    f"""
+_COUNTS = f"""
     SELECT
       (SELECT count(*) FROM signals WHERE state = 'pending') AS pending,
       (SELECT count(*) FROM signals WHERE state = 'claimed') AS claimed,
@@ -33,18 +32,16 @@ _COUNTS = text(
       (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at <= now())
         AS leases_expired
     """  # noqa: S608 - constant fragments
-)
 
 # Delegates with due work, largest backlog first, with their lease and queued user turns.
-_LANES = text(
-    f"""
+_LANES = f"""
     WITH backlog AS (
       SELECT delegate_id, count(*) AS due, min(created_at) AS oldest
         FROM signals
        WHERE {due(CLAIMABLE, of=None)}
        GROUP BY delegate_id
        ORDER BY count(*) DESC, delegate_id
-       LIMIT :top
+       LIMIT %(top)s
     )
     SELECT b.delegate_id, b.due, EXTRACT(EPOCH FROM now() - b.oldest) AS oldest_due_s,
            l.holder IS NOT NULL AND l.expires_at > now() AS leased,
@@ -54,13 +51,10 @@ _LANES = text(
       FROM backlog b LEFT JOIN leases l USING (delegate_id)
      ORDER BY b.due DESC, b.delegate_id
     """  # noqa: S608 - constant fragments
-)
 
-_DELEGATES_WITH_BACKLOG = text(
-    f"""
-    SELECT count(DISTINCT delegate_id) FROM signals WHERE {due(CLAIMABLE, of=None)}
+_DELEGATES_WITH_BACKLOG = f"""
+    SELECT count(DISTINCT delegate_id) AS delegates FROM signals WHERE {due(CLAIMABLE, of=None)}
     """  # noqa: S608 - constant fragments
-)
 
 
 @dataclass(frozen=True)
@@ -97,8 +91,8 @@ def _seconds(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def counts(connection: Connection) -> Counts:
-    row = connection.execute(_COUNTS).mappings().one()
+def counts(rows: Rows) -> Counts:
+    (row,) = rows(_COUNTS)
     return Counts(
         pending=int(row["pending"]),
         claimed=int(row["claimed"]),
@@ -113,9 +107,8 @@ def counts(connection: Connection) -> Counts:
     )
 
 
-def lanes(connection: Connection, top: int) -> list[Lane]:
+def lanes(rows: Rows, top: int) -> list[Lane]:
     """The ``top`` delegates by due backlog (delegates without due work are idle lanes)."""
-    rows = connection.execute(_LANES, {"top": top}).mappings()
     return [
         Lane(
             delegate_id=str(row["delegate_id"]),
@@ -125,30 +118,23 @@ def lanes(connection: Connection, top: int) -> list[Lane]:
             epoch=None if row["epoch"] is None else int(row["epoch"]),
             queued_turns=int(row["queued_turns"]),
         )
-        for row in rows
+        for row in rows(_LANES, {"top": top})
     ]
 
 
-def delegates_with_backlog(connection: Connection) -> int:
-    return int(connection.execute(_DELEGATES_WITH_BACKLOG).scalar_one())
-
-
-def database_now(connection: Connection) -> datetime:
-    value: datetime = connection.execute(text("SELECT now()")).scalar_one()
-    return value
+def delegates_with_backlog(rows: Rows) -> int:
+    (row,) = rows(_DELEGATES_WITH_BACKLOG)
+    return int(row["delegates"])
 
 
 # Background activations per delegate in the last hour (the wake budget's measure), top N.
-_WAKE_BUDGET = text(
-    """
+_WAKE_BUDGET = """
     SELECT delegate_id, count(*) AS used FROM activations
      WHERE started_at > now() - interval '1 hour' AND turn_id IS NULL
-     GROUP BY delegate_id ORDER BY count(*) DESC, delegate_id LIMIT :top
+     GROUP BY delegate_id ORDER BY count(*) DESC, delegate_id LIMIT %(top)s
     """
-)
 
 
-def wake_budget_used(connection: Connection, top: int) -> dict[str, int]:
+def wake_budget_used(rows: Rows, top: int) -> dict[str, int]:
     """The ``top`` delegates by background activations started within the hour."""
-    rows = connection.execute(_WAKE_BUDGET, {"top": top})
-    return {str(row.delegate_id): int(row.used) for row in rows}
+    return {str(row["delegate_id"]): int(row["used"]) for row in rows(_WAKE_BUDGET, {"top": top})}

@@ -280,13 +280,15 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
     from inner_plane.journal import overview
+    from inner_plane.journal.database import engine_rows
 
     try:
         with engine.connect() as connection:
-            counts = overview.counts(connection)
-            lanes = overview.lanes(connection, TOP_DELEGATES)
-            backlog = overview.delegates_with_backlog(connection)
-            budget = overview.wake_budget_used(connection, TOP_DELEGATES)
+            rows = engine_rows(connection)
+            counts = overview.counts(rows)
+            lanes = overview.lanes(rows, TOP_DELEGATES)
+            backlog = overview.delegates_with_backlog(rows)
+            budget = overview.wake_budget_used(rows, TOP_DELEGATES)
     except Exception:
         up.add_metric(["postgresql"], 0)
         return

@@ -84,27 +84,19 @@ class Targets:
 
 
 def _database(report: Report, targets: Targets) -> bool:
-    from sqlalchemy import create_engine
-
-    from inner_plane.journal import database, overview
+    # A libpq connection, not an engine: the command starts without loading SQLAlchemy.
+    from inner_plane.journal import overview, plain
 
     url = targets.settings.database_url
     assert url is not None
-    engine = create_engine(
-        database.sqlalchemy_url(url),
-        pool_size=1,
-        connect_args={"connect_timeout": max(1, int(targets.timeout_s))},
-    )
     entry: dict[str, Any] = {"url": masked(url)}
     report.stores["database"] = entry
     try:
-        with engine.connect() as connection:
-            connection.exec_driver_sql("SET statement_timeout = 5000")
+        with plain.connect(url, targets.timeout_s, "inner-plane status") as rows:
             entry["reachable"] = True
-            current = sorted(database.schema_versions(connection))
-            # Alembic (slow to load) only to explain a mismatch.
-            at_head = current == [database.code_head()]
-            expected = current if at_head else sorted(database.expected_heads(url))
+            current = sorted(plain.schema_versions(rows))
+            at_head = current == [plain.code_head()]
+            expected = current if at_head else sorted(_expected_heads(url))
             entry.update(schema=current, expected_schema=expected)
             if current != expected:
                 report.problem(
@@ -113,10 +105,10 @@ def _database(report: Report, targets: Targets) -> bool:
                     "run `inner-plane db upgrade` (or upgrade inner-plane if the schema is newer)",
                 )
                 return False
-            counts = overview.counts(connection)
+            counts = overview.counts(rows)
             report.journal = counts.public()
-            report.journal["delegates_with_backlog"] = overview.delegates_with_backlog(connection)
-            report.lanes = [lane.public() for lane in overview.lanes(connection, targets.top_lanes)]
+            report.journal["delegates_with_backlog"] = overview.delegates_with_backlog(rows)
+            report.lanes = [lane.public() for lane in overview.lanes(rows, targets.top_lanes)]
     except Exception as error:
         entry["reachable"] = False
         entry["error"] = str(error).strip().splitlines()[0][:300] if str(error) else repr(error)
@@ -127,8 +119,6 @@ def _database(report: Report, targets: Targets) -> bool:
             "INNER_PLANE_DATABASE_URL",
         )
         return False
-    finally:
-        engine.dispose()
     if counts.dead:
         # Old dead letters are a notice; one that died within the hour degrades the plane.
         recent = counts.newest_dead_s is not None and counts.newest_dead_s < 3600
@@ -148,6 +138,13 @@ def _database(report: Report, targets: Targets) -> bool:
                 f"`inner-plane signals list --delegate {lane['delegate_id']}`",
             )
     return True
+
+
+def _expected_heads(url: str) -> set[str]:
+    # Alembic (slow to load) only to explain a mismatch.
+    from inner_plane.journal import database
+
+    return database.expected_heads(url)
 
 
 def _redis(report: Report, targets: Targets) -> redis.Redis | None:

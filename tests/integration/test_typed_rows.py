@@ -16,8 +16,8 @@ from sqlalchemy import inspect, text
 from inner_plane import operators as operator_actions
 from inner_plane.journal import ambient, context, conversation, live, memories, reads, signals
 from inner_plane.journal import operators as operator_journal
-from inner_plane.journal.database import libpq_url
 from inner_plane.journal.notifications import SentNotification, sent_to
+from inner_plane.journal.plain import libpq_url
 from inner_plane.journal.processors import ProcessorJournal, ProcessorJson
 from inner_plane.memory import recall, remember
 from inner_plane.memory.store import MemoryJson
