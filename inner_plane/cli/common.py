@@ -1,15 +1,21 @@
-"""Helpers shared by CLI commands: errors as one line with exit code 2, JSON output, runtime."""
+"""Helpers shared by CLI commands: errors as one line with exit code 2, JSON output, the runtime,
+and a plain connection to the journal for the reads that should answer at once."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any, NoReturn
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
 from inner_plane.config import Settings, load_settings
-from inner_plane.runtime import Runtime, build_runtime, set_runtime
+
+if TYPE_CHECKING:
+    from inner_plane.journal.plain import Rows
+    from inner_plane.runtime import Runtime
 
 BAD_INPUT = 2
 FAILURE = 1
@@ -44,6 +50,27 @@ def runtime() -> Runtime:
     """Connect to the journal (starting embedded services if no URLs are set)."""
     global _runtime
     if _runtime is None:
+        from inner_plane.runtime import build_runtime, set_runtime
+
         _runtime = build_runtime(load_settings())
         set_runtime(_runtime)
     return _runtime
+
+
+@contextmanager
+def journal_rows(command: str) -> Iterator[Rows]:
+    """A plain connection to the journal for a command that only reads: it loads no SQLAlchemy
+    (`signals show` starts about a third faster). The stores are found as :func:`runtime` finds
+    them; a schema this code does not match is refused as :func:`runtime` refuses it."""
+    from inner_plane.journal import plain
+
+    configured = load_settings()
+    if configured.database_url is None or configured.redis_url is None:
+        from inner_plane.services.embedded import resolve_services
+
+        configured = resolve_services(configured)
+    assert configured.database_url is not None
+    with plain.connect(configured.database_url, 5, f"inner-plane {command}") as rows:
+        if plain.schema_versions(rows) != {plain.code_head()}:
+            runtime()  # raises SchemaError, which names the versions and what to run
+        yield rows

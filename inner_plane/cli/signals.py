@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from inner_plane.cli.common import fail, print_json, require_plane, runtime
+from inner_plane.cli.common import fail, journal_rows, print_json, require_plane, runtime
 from inner_plane.signals.model import Mode, SignalError, State, Trust
 
 # Celery, the publish path and the lane load only in the commands that use them, so reading the
@@ -189,13 +189,17 @@ def show_signal(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one signal with its full record."""
-    from inner_plane.journal.lane_view import ActivationJournal
+    from inner_plane.journal.signal_events import events_of
+    from inner_plane.journal.signal_record import signal_by_id
 
-    row = runtime().signals.get(_parse_id(signal_id))
-    if row is None:
-        fail(f"no signal {signal_id}", 1)
+    parsed = _parse_id(signal_id)
+    with journal_rows("signals show") as rows:
+        row = signal_by_id(rows, parsed)
+        if row is None:
+            fail(f"no signal {signal_id}", 1)
+        # Why it was (or was not yet) delivered: every claim, deferral, recovery and retry.
+        events = events_of(rows, row.id)
     record = row.public()
-    # Why it was (or was not yet) delivered: every claim, deferral, recovery and retry.
     record["events"] = [
         {
             "at": event.at.isoformat(),
@@ -203,7 +207,7 @@ def show_signal(
             "reason": event.reason,
             "activation_id": None if event.activation_id is None else str(event.activation_id),
         }
-        for event in ActivationJournal(runtime().engine).events(row.id)
+        for event in events
     ]
     if as_json:
         print_json(record)

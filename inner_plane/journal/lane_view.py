@@ -9,8 +9,9 @@ import uuid
 from sqlalchemy import Engine
 
 from inner_plane.journal.activations import ActivationRecord, Activations
+from inner_plane.journal.database import engine_rows
 from inner_plane.journal.recovery import Recovery
-from inner_plane.journal.signal_events import SignalEvent, SignalEvents
+from inner_plane.journal.signal_events import SignalEvent, events_of
 from inner_plane.journal.user_turns import UserTurn, UserTurns
 from inner_plane.signals.model import Signal
 
@@ -20,7 +21,6 @@ class ActivationJournal:
         self.engine = engine
         self.activations = Activations(engine)
         self.user_turns = UserTurns(engine)
-        self.signal_events = SignalEvents(engine)
         self.recovery = Recovery(engine)
 
     def recent(self, delegate_id: str | None = None, limit: int = 50) -> list[ActivationRecord]:
@@ -35,7 +35,8 @@ class ActivationJournal:
         return self.activations.get(activation_id)
 
     def events(self, signal_id: uuid.UUID) -> list[SignalEvent]:
-        return self.signal_events.of_signal(signal_id)
+        with self.engine.connect() as connection:
+            return events_of(engine_rows(connection), signal_id)
 
     def user_turn(self, turn_id: uuid.UUID) -> UserTurn | None:
         return self.user_turns.get(turn_id)

@@ -60,9 +60,12 @@ def schema_versions(rows: Rows) -> set[str]:
 
 @contextmanager
 def connect(url: str, timeout_s: float, application: str = "inner-plane") -> Iterator[Rows]:
-    """A libpq connection in autocommit, each statement bounded to 5 s, as :class:`Rows`."""
+    """A libpq connection in autocommit, each statement bounded to 5 s, as :class:`Rows`; it
+    reads whatever a row holds, as the engine's connections do (``journal.tolerant``)."""
     import psycopg
     from psycopg.rows import dict_row
+
+    from inner_plane.journal import tolerant
 
     with psycopg.connect(
         libpq_url(url),
@@ -72,6 +75,7 @@ def connect(url: str, timeout_s: float, application: str = "inner-plane") -> Ite
         options="-c statement_timeout=5000",
         row_factory=dict_row,
     ) as connection:
+        tolerant.install(connection)
 
         def rows(sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
             return connection.execute(sql, params).fetchall()

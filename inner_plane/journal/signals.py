@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
-from pydantic import ValidationError
 from sqlalchemy import (
     Connection,
     DateTime,
@@ -31,9 +29,10 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
 from sqlalchemy.sql.dml import ReturningInsert
 
-from inner_plane.journal.database import typed_row
+from inner_plane.journal.database import engine_rows, typed_row
+from inner_plane.journal.signal_record import signal_by_id
 from inner_plane.journal.tables import SIGNALS
-from inner_plane.signals.model import Mode, Signal, State, Trust
+from inner_plane.signals.model import Signal, stored_signal
 
 _T = SIGNALS
 _TS = DateTime(timezone=True)
@@ -153,20 +152,7 @@ def rows_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _to_signal(row: Row[Any]) -> Signal:
-    """The row as a Signal. A row the model refuses (a mode or trust no code writes, data that
-    is not an object: written behind the model's back) is still returned, as stored, so that a
-    list or a show never fails on it; ``stored_problem`` names what is wrong with it."""
-    values = dict(row._mapping)
-    values.pop("seq", None)
-    try:
-        return Signal.model_validate(values)
-    except ValidationError:
-        for name, kind in (("mode", Mode), ("requested_mode", Mode), ("trust", Trust),
-                           ("state", State)):  # fmt: skip
-            with contextlib.suppress(ValueError, TypeError):
-                if values.get(name) is not None:
-                    values[name] = kind(values[name])
-        return Signal.model_construct(**values)
+    return stored_signal(cast(Mapping[str, Any], row._mapping))
 
 
 _Processors = list[tuple[str, Callable[[Any], Any]]]
@@ -310,8 +296,7 @@ class SignalJournal:
 
     def get(self, signal_id: uuid.UUID) -> Signal | None:
         with self.engine.connect() as connection:
-            row = connection.execute(select(_T).where(_T.c.id == signal_id)).first()
-        return None if row is None else _to_signal(row)
+            return signal_by_id(engine_rows(connection), signal_id)
 
     def list(
         self,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -339,6 +341,23 @@ class Signal(BaseModel):
             except (ValueError, RecursionError):
                 dumped["data"] = {UNREADABLE_DATA: "data nested too deep to serialise"}
             return dumped
+
+
+def stored_signal(values: Mapping[str, Any]) -> Signal:
+    """A journal row (by column name) as a Signal. A row the model refuses (a mode or trust no
+    code writes, data that is not an object: written behind the model's back) is still returned,
+    as stored, so that a list or a show never fails on it; :func:`stored_problem` names what is
+    wrong with it."""
+    fields = {name: value for name, value in values.items() if name != "seq"}
+    try:
+        return Signal.model_validate(fields)
+    except ValidationError:
+        for name, kind in (("mode", Mode), ("requested_mode", Mode), ("trust", Trust),
+                           ("state", State)):  # fmt: skip
+            if fields.get(name) is not None:
+                with contextlib.suppress(ValueError, TypeError):
+                    fields[name] = kind(fields[name])
+        return Signal.model_construct(**fields)
 
 
 def stored_problem(signal: Signal) -> str | None:

@@ -12,23 +12,13 @@ from typing import Any
 import pytest
 
 from inner_plane.services.embedded import free_port
+from tests.support.loaded import run_reporting_loaded
 from tests.support.processes import ChildProcess, celery_worker
 from tests.support.stores import ROOT, Stores
 
 pytestmark = pytest.mark.acceptance
 
 CLI = [sys.executable, "-m", "inner_plane"]
-
-
-# `status --json` run in process, then which store libraries it loaded (on stderr, at exit).
-LOADED_AFTER_STATUS = """
-import atexit, json, sys
-names = ("psycopg", "sqlalchemy", "alembic")
-atexit.register(lambda: print(json.dumps({n: n in sys.modules for n in names}), file=sys.stderr))
-sys.argv = ["inner-plane", "status", "--json"]
-from inner_plane.cli import main
-main()
-"""
 
 
 def status(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any]]:
@@ -71,16 +61,9 @@ def test_status_healthy_then_worker_down_then_database_down(
     assert report["journal"]["pending"] == 0 and report["journal"]["dead"] == 0
 
     # It read the journal (counts, schema) without loading SQLAlchemy: the command starts fast.
-    loaded = subprocess.run(
-        [sys.executable, "-c", LOADED_AFTER_STATUS], env=env, cwd=ROOT,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert json.loads(loaded.stdout)["state"] == "healthy", loaded.stdout
-    assert json.loads(loaded.stderr.strip().splitlines()[-1]) == {
-        "psycopg": True,
-        "sqlalchemy": False,
-        "alembic": False,
-    }, loaded.stderr
+    out, loaded = run_reporting_loaded(env, "status", "--json")
+    assert json.loads(out)["state"] == "healthy", out
+    assert loaded == {"psycopg": True, "sqlalchemy": False, "alembic": False}
 
     # The human form says the same, one fact per line.
     text = subprocess.run(

@@ -19,6 +19,7 @@ from inner_plane.cli import app, common
 from inner_plane.runtime import Runtime
 from inner_plane.signals.ids import derive_signal_id
 from inner_plane.signals.model import MAX_DATA_BYTES
+from tests.support.loaded import run_reporting_loaded
 from tests.support.stores import ROOT, Stores
 
 ERROR = "inner-plane: error: "
@@ -373,3 +374,15 @@ def test_show_unknown_or_malformed_id(cli: CliRunner) -> None:
     result = run(cli, "signals", "show", "not-a-uuid")
     assert result.exit_code == 2
     assert one_error_line(result) == "not a signal id: 'not-a-uuid'"
+
+
+def test_signals_show_reads_the_journal_without_sqlalchemy(
+    runtime: Runtime, clean_stores: Stores
+) -> None:
+    from inner_plane.publish import publish
+
+    signal_id = str(publish(kind="task.completed", source="copilot", runtime=runtime).id)
+    out, loaded = run_reporting_loaded(clean_stores.env(), "signals", "show", signal_id, "--json")
+    record = json.loads(out)
+    assert record["id"] == signal_id and record["events"] == []
+    assert loaded == {"psycopg": True, "sqlalchemy": False, "alembic": False}

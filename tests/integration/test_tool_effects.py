@@ -17,8 +17,8 @@ from sqlalchemy import text
 from inner_plane.activation import Activation, Trigger, UserMessage
 from inner_plane.agent.minimal_composer import MinimalComposer
 from inner_plane.agent.scripted import ScriptedAgent
+from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.leases import LeaseLost, Leases
-from inner_plane.journal.signal_events import SignalEvents
 from inner_plane.journal.user_turns import UserTurns
 from inner_plane.lane.runner import Lane
 from inner_plane.publish import publish
@@ -182,7 +182,7 @@ def test_a_chain_of_self_caused_wakes_stops_at_the_limit(
     assert stopped.disposition_reason is not None
     assert "loop guard" in stopped.disposition_reason
     assert f"LOOP_CHAIN_LIMIT={limit}" in stopped.disposition_reason
-    events = SignalEvents(lane_runtime.engine).of_signal(stopped.id)
+    events = ActivationJournal(lane_runtime.engine).events(stopped.id)
     assert "loop_stopped" in [e.event for e in events]
     [line] = context_log.lines("loop_stopped")
     assert str(stopped.id) in line
