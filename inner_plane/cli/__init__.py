@@ -231,6 +231,15 @@ def main() -> None:
         if names & {"SchemaError", "EmbeddedServiceError"}:
             sys.stderr.write(f"inner-plane: error: {error}\n")
             sys.exit(1)
+        if "OperationalError" in names:  # psycopg's, or SQLAlchemy's wrapping it
+            cause = getattr(error, "orig", None) or error
+            said = str(cause).strip()
+            first = said.splitlines()[0][:300] if said else type(cause).__name__
+            sys.stderr.write(
+                f"inner-plane: error: the journal database: {first} (is the plane up? "
+                "`inner-plane status` tells; check INNER_PLANE_DATABASE_URL)\n"
+            )
+            sys.exit(1)
         raise
     finally:
         _collector_held = False

@@ -386,3 +386,20 @@ def test_signals_show_reads_the_journal_without_sqlalchemy(
     record = json.loads(out)
     assert record["id"] == signal_id and record["events"] == []
     assert loaded == {"psycopg": True, "sqlalchemy": False, "alembic": False}
+
+
+def test_an_unreachable_journal_is_one_line_and_exit_1(clean_stores: Stores) -> None:
+    from inner_plane.services.embedded import free_port
+
+    closed = f"postgresql://inner_plane@127.0.0.1:{free_port()}/inner_plane"
+    env = clean_stores.env(INNER_PLANE_DATABASE_URL=closed)
+    # The plain read (show) and the engine's (list) fail alike.
+    for args in (["signals", "show", str(uuid.uuid4())], ["signals", "list"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "inner_plane", *args],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"{ERROR}the journal database: connection failed"), line
+        assert "INNER_PLANE_DATABASE_URL" in line
