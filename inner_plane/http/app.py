@@ -88,8 +88,9 @@ def publish_request(
     headers: Mapping[str, str],
     body: bytes,
     client: str | None = None,
-) -> tuple[int, dict[str, Any]]:
-    """The whole publication in one worker thread: auth, limit, parse, admit, journal."""
+) -> Response:
+    """The whole publication in one worker thread: auth, limit, parse, admit, journal, and the
+    answer encoded (off the event loop, which every connection of the process shares)."""
     try:
         runtime, processor = authorized(runtime_factory, method, path, headers, body, client)
         raws, batch = parse_request(body)
@@ -104,21 +105,7 @@ def publish_request(
         raise errors.unavailable() from None
     items = [grants.published_view(result, trust) for result, trust in published]
     status = 200 if all(item["deduplicated"] for item in items) else 201
-    return status, ({"signals": items} if batch else items[0])
-
-
-def publish_response(
-    runtime_factory: Callable[[], Runtime],
-    method: str,
-    path: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    client: str | None = None,
-) -> Response:
-    """:func:`publish_request` with its answer encoded, in the same worker thread: a batch's
-    answer is encoded off the event loop, which every connection of the process shares."""
-    status, payload = publish_request(runtime_factory, method, path, headers, body, client)
-    return AsciiJSONResponse(payload, status_code=status)
+    return AsciiJSONResponse({"signals": items} if batch else items[0], status_code=status)
 
 
 def status_request(
@@ -245,7 +232,7 @@ def create_app(
     async def post_signals(request: Request) -> Response:
         body = await read_body(request, max_body_bytes)
         return await run_in_threadpool(
-            publish_response,
+            publish_request,
             runtime_factory,
             "POST",
             path_of(request),
