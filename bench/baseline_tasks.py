@@ -17,7 +17,7 @@ import psycopg
 from celery import shared_task
 from psycopg.types.json import Jsonb
 
-from inner_plane.journal.database import libpq_url
+from inner_plane.journal.plain import libpq_url
 
 INSERT_SQL = (
     "INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data, trust, dedup_key,"

@@ -42,7 +42,7 @@ from inner_plane.composer.compose import ContextComposer
 from inner_plane.composer.cue import cue_words, query_text
 from inner_plane.config import build_settings
 from inner_plane.journal import memories
-from inner_plane.journal.database import libpq_url
+from inner_plane.journal.plain import libpq_url
 from inner_plane.publish import publish_many
 from inner_plane.runtime import build_runtime, set_runtime
 from inner_plane.signals.kinds import KindRegistry

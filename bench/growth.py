@@ -64,7 +64,7 @@ from inner_plane import logs
 from inner_plane.activation import Activation, AgentResult, Disposition, Settlement, Trigger
 from inner_plane.composer.compose import ContextComposer, Limits
 from inner_plane.config import build_settings
-from inner_plane.journal import conversation, database, thoughtflow
+from inner_plane.journal import conversation, database, plain, thoughtflow
 from inner_plane.journal.claims import due_window, has_work
 from inner_plane.journal.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
@@ -244,7 +244,7 @@ def load(url: str, size: int, seed: int = 15) -> None:
         "max_attempts, occurred_at, created_at, available_at, expires_at, updated_at, "
         "claimed_by, settled_at"
     )
-    with psycopg.connect(database.libpq_url(url), autocommit=True) as connection:
+    with psycopg.connect(plain.libpq_url(url), autocommit=True) as connection:
         cursor = connection.cursor()
         _copy(cursor, "signals", signal_columns, signal_lines())
         _copy(cursor, "signals", signal_columns, live_lines())
@@ -306,7 +306,7 @@ def upgrade_v1(url: str) -> None:
     history) and fewer messages in the conversations: bring a kept database to version 2 in
     place instead of loading it again."""
     now = datetime.now(UTC)
-    with psycopg.connect(database.libpq_url(url), autocommit=True) as db:
+    with psycopg.connect(plain.libpq_url(url), autocommit=True) as db:
         db.execute(
             "UPDATE signals SET state = 'expired', expires_at = created_at + interval '1 hour', "
             "settled_at = created_at + interval '1 hour' "
@@ -349,7 +349,7 @@ ADDED_ROWS = (
 def clean(url: str) -> None:
     """Delete what earlier runs' operations added, so every run measures the journal as loaded
     (a thousand rows of debris would make the smallest journal a third larger)."""
-    with psycopg.connect(database.libpq_url(url), autocommit=True) as db:
+    with psycopg.connect(plain.libpq_url(url), autocommit=True) as db:
         for table, column in ADDED_ROWS:
             db.execute(
                 f"DELETE FROM {table} WHERE {column} > (SELECT loaded_at FROM growth_loaded)"  # noqa: S608
@@ -358,7 +358,7 @@ def clean(url: str) -> None:
 
 
 def loaded_at(url: str) -> datetime:
-    with psycopg.connect(database.libpq_url(url)) as db:
+    with psycopg.connect(plain.libpq_url(url)) as db:
         row = db.execute("SELECT loaded_at FROM growth_loaded").fetchone()
     assert row is not None
     value: datetime = row[0]
@@ -370,14 +370,14 @@ def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
     url = make_url(database.sqlalchemy_url(base_url)).set(database=f"growth_{label}")
     url_text = url.render_as_string(hide_password=False)
     admin = make_url(database.sqlalchemy_url(base_url)).set(database="postgres")
-    admin_url = database.libpq_url(admin.render_as_string(hide_password=False))
+    admin_url = plain.libpq_url(admin.render_as_string(hide_password=False))
     name = f"growth_{label}"
     with psycopg.connect(admin_url, autocommit=True) as connection:
         exists = connection.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
         ).fetchone()
         if exists is not None and not reload:
-            with psycopg.connect(database.libpq_url(url_text), autocommit=True) as db:
+            with psycopg.connect(plain.libpq_url(url_text), autocommit=True) as db:
                 try:
                     found = db.execute("SELECT size, version FROM growth_loaded").fetchone()
                 except psycopg.errors.UndefinedTable:

@@ -38,7 +38,7 @@ from bench.baseline_tasks import INSERT_SQL, row_params
 from bench.harness import QUICK, median, p99, ratio
 from inner_plane import celery_bridge, logs
 from inner_plane.config import Settings, build_settings
-from inner_plane.journal.database import libpq_url
+from inner_plane.journal.plain import libpq_url
 from inner_plane.publish import publish_many
 from inner_plane.runtime import Runtime, build_runtime, set_runtime
 from inner_plane.services.processes import celery_command
