@@ -195,15 +195,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_exception_handler(ApiError, errors.handle_api_error)
-    app.include_router(operator_api.build_router(runtime_factory, gate, feed))
-    app.include_router(ui.build_router(runtime_factory, gate))
-    app.include_router(metrics.build_router(runtime_factory))
-    app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
-
-    app.add_middleware(ui.SecurityHeaders)
-
-    for route, _ in mounts:
-        app.router.routes.append(route)
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:
@@ -257,6 +248,18 @@ def create_app(
             client_of(request),
         )
         return AsciiJSONResponse(payload)
+
+    # After the processors' routes: a request is matched against the routes in order, and a
+    # publication should not first be tried against every operator and UI route.
+    app.include_router(operator_api.build_router(runtime_factory, gate, feed))
+    app.include_router(ui.build_router(runtime_factory, gate))
+    app.include_router(metrics.build_router(runtime_factory))
+    app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
+
+    app.add_middleware(ui.SecurityHeaders)
+
+    for route, _ in mounts:
+        app.router.routes.append(route)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
