@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from inner_plane import logs
-from inner_plane.activation import Preempted, WorkingContext
+from inner_plane.activation import AgentResult, Preempted, WorkingContext
+from inner_plane.activation.storable import storable_result, storable_text
 from inner_plane.agent.port import BaseAgent, Composer
 from inner_plane.config import Settings
 from inner_plane.journal import claims
@@ -72,7 +73,8 @@ class Activator:
             context = self._compose_isolating(step, transaction)
             activation = step.activation
             guard.safe_point()
-            result = self.agent.run(context, guard)
+            # What a model returned is hostile input: made storable before anything records it.
+            result = storable_result(self.agent.run(context, guard))
         except LeaseLost:
             raise
         except Preempted as preempted:
@@ -82,7 +84,7 @@ class Activator:
                 preempted.reason,
                 context,
                 time.monotonic() - started,
-                preempted.partial,
+                _storable_partial(preempted.partial),
             )
             return
         except Exception as error:  # the agent or composer failed: bounded retry
@@ -90,11 +92,11 @@ class Activator:
                 closing,
                 settings,
                 step,
-                f"{type(error).__name__}: {error}",
+                storable_text(f"{type(error).__name__}: {error}"),
                 context,
                 time.monotonic() - started,
                 # What an agent did before failing (AgentRunFailed.partial), for the ThoughtFlow.
-                getattr(error, "partial", None),
+                _storable_partial(getattr(error, "partial", None)),
             )
             return
         finish.completed(closing, step, context, result, time.monotonic() - started)
@@ -146,6 +148,10 @@ class Activator:
             activation, signals=tuple(s for s in activation.signals if s.id not in bad)
         )
         return self.composer.compose(step.activation)
+
+
+def _storable_partial(partial: AgentResult | None) -> AgentResult | None:
+    return None if partial is None else storable_result(partial)
 
 
 def _ms_since(moment: datetime) -> float:

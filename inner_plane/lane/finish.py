@@ -116,10 +116,8 @@ def interrupted(
             {"reason": reason, "duration_ms": round(duration_s * 1000, 1)},
             context,
         )
-        record(
-            connection, activation, context, partial, duration_s, f"interrupted: {reason}",
-            then=[closing],
-        )  # fmt: skip
+        error = f"interrupted: {reason}"
+        record(connection, activation, context, partial, duration_s, error, then=[closing])
     logs.emit("interrupted", **activation_fields(activation), reason=reason)
 
 

@@ -150,3 +150,36 @@ def test_a_permitted_interrupt_stops_a_streaming_call_too(
     assert first is not None and first.state == "interrupted"
     assert first.error == "interrupt-permitted signal waiting"
     assert second is not None and second.trigger == "interrupt" and alert.id in second.signal_ids
+
+
+def test_what_a_model_returns_that_postgres_cannot_store_is_recorded_storably(
+    lane_runtime: Runtime, server: ResponsesServer
+) -> None:
+    """A NUL in the reply and in a settlement reason, NaN and a lone surrogate in a tool call's
+    arguments (``json.loads`` accepts both): each failed the closing transaction on every
+    attempt, so the lane could never finish the activation. Now the activation completes and
+    records them as the nearest storable values."""
+    done = publish(kind="task.completed", source="copilot", data={"task_id": "T1"})
+    # Written as the model's JSON text: escapes as the model sent them, NaN as json.loads takes it.
+    settle = f'{{"signal_id": "{done.id}", "disposition": "acted", "reason": "done\\u0000here"}}'
+    odd = f'{{"signal_id": "{done.id}", "n": NaN, "big": -Infinity, "s": "\\ud800x"}}'
+    server.script = [
+        [function_call("settle_signal", settle), function_call("settle_signal", odd)],
+        [message("all \u0000 done")],
+    ]
+
+    outcome = _lane(lane_runtime, server).run("default")
+
+    (activation_id,) = outcome.activations
+    signal = lane_runtime.signals.get(done.id)
+    assert signal is not None and signal.state is State.DELIVERED
+    assert signal.disposition == "acted" and signal.disposition_reason == "done\ufffdhere"
+    flow = get_thoughtflow(lane_runtime.engine, activation_id)
+    assert flow is not None and flow["error"] is None
+    assert flow["reply"] == "all \ufffd done"
+    arguments = flow["tool_actions"][1]["arguments"]
+    assert arguments["n"] == "NaN" and arguments["big"] == "-Infinity"
+    assert arguments["s"] == "\ufffdx"
+    record = ActivationJournal(lane_runtime.engine).get(activation_id)
+    assert record is not None and record.state == "completed"
+    assert record.reply == "all \ufffd done"
