@@ -56,6 +56,31 @@ def storable(value: Any) -> Any:
     return value
 
 
+def first_unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first string PostgreSQL cannot store (NUL, lone surrogate) as (field, reason):
+    for input that is refused rather than cleaned (a signal's fields, a tool call's arguments)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return path, "must not contain NUL characters"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path, "must be valid Unicode (no lone surrogates)"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            found = first_unstorable(key, where) or first_unstorable(item, where)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = first_unstorable(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
 def _storable_settlement(settlement: Settlement) -> Settlement:
     reason = storable_text(settlement.reason)
     return (

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import openai
 
 from inner_plane.activation import AgentResult
+from inner_plane.activation.storable import first_unstorable
 from inner_plane.agent.port import StepGuard
 from inner_plane.tools import ToolContext, ToolError, ToolRegistry
 
@@ -273,16 +274,28 @@ def call_tool(
         if tool is None:
             raise ToolError(f"no tool named {name!r}")
         try:
-            arguments = json.loads(raw_arguments or "{}")
-        except json.JSONDecodeError as error:
-            raise ToolError(f"arguments are not JSON: {error.msg}") from None
+            arguments = json.loads(raw_arguments or "{}", parse_constant=_not_json)
+        except (json.JSONDecodeError, RecursionError) as error:
+            reason = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deep"
+            raise ToolError(f"arguments are not JSON: {reason}") from None
+        except ValueError as error:
+            raise ToolError(f"arguments are not JSON: {error}") from None
         if not isinstance(arguments, dict):
             raise ToolError("arguments must be a JSON object")
+        # A tool writes its arguments to the journal: what PostgreSQL cannot store is refused
+        # here, naming the field, and the model can correct it.
+        unstorable = first_unstorable(arguments)
+        if unstorable is not None:
+            raise ToolError(f"arguments.{unstorable[0]}: {unstorable[1]}")
         action["arguments"] = arguments
         action["output"] = tool.handler(arguments, tool_context)
     except ToolError as error:
         action["error"] = str(error)
     return action
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def tool_output(action: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from inner_plane import logs
+from inner_plane.activation.storable import first_unstorable
 from inner_plane.journal.processors import Processor
 from inner_plane.publish import log_rejected, publish_drafts, validate
 from inner_plane.runtime import Runtime
@@ -50,30 +51,6 @@ def _prefixed(error: SignalError | GrantError, prefix: str) -> Any:
     if not prefix:
         return error
     return type(error)(f"{prefix}{error.field}", error.reason)
-
-
-def _unstorable(value: Any, path: str) -> tuple[str, str] | None:
-    """The first string PostgreSQL cannot store (NUL, lone surrogate) as (field, reason)."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            return path, "must not contain NUL characters"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return path, "must be valid Unicode (no lone surrogates)"
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            found = _unstorable(key, where) or _unstorable(item, where)
-            if found:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _unstorable(item, f"{path}[{index}]")
-            if found:
-                return found
-    return None
 
 
 class _Grant:
@@ -138,7 +115,7 @@ class _Grant:
             None,
         )
         if problem is None and not plain_text:
-            bad = _unstorable(raw, "")
+            bad = first_unstorable(raw, "")
             if bad is not None:
                 problem = SignalError(*bad)
         # An explicit null means "not given" for the fields the grant fills in.

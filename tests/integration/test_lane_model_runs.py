@@ -152,34 +152,38 @@ def test_a_permitted_interrupt_stops_a_streaming_call_too(
     assert second is not None and second.trigger == "interrupt" and alert.id in second.signal_ids
 
 
-def test_what_a_model_returns_that_postgres_cannot_store_is_recorded_storably(
+def test_what_a_model_returns_that_postgres_cannot_store_neither_fails_nor_stalls_the_run(
     lane_runtime: Runtime, server: ResponsesServer
 ) -> None:
-    """A NUL in the reply and in a settlement reason, NaN and a lone surrogate in a tool call's
-    arguments (``json.loads`` accepts both): each failed the closing transaction on every
-    attempt, so the lane could never finish the activation. Now the activation completes and
-    records them as the nearest storable values."""
+    """A tool call's arguments with NaN (``json.loads`` takes it) or a NUL, and a NUL in the
+    reply: before, each failed the closing transaction on every attempt, so the lane could never
+    finish the activation. Now the tool call is refused, naming the field (the model can
+    correct it), and the reply is recorded with U+FFFD in place of the NUL."""
     done = publish(kind="task.completed", source="copilot", data={"task_id": "T1"})
+    sid = done.id
     # Written as the model's JSON text: escapes as the model sent them, NaN as json.loads takes it.
-    settle = f'{{"signal_id": "{done.id}", "disposition": "acted", "reason": "done\\u0000here"}}'
-    odd = f'{{"signal_id": "{done.id}", "n": NaN, "big": -Infinity, "s": "\\ud800x"}}'
+    head = f'"signal_id": "{sid}", "disposition": "acted"'
     server.script = [
-        [function_call("settle_signal", settle), function_call("settle_signal", odd)],
+        [
+            function_call("settle_signal", "{" + head + ', "n": NaN}'),
+            function_call("settle_signal", "{" + head + ', "reason": "a\\u0000b"}'),
+            function_call("settle_signal", "{" + head + ', "reason": "ok"}'),
+        ],
         [message("all \u0000 done")],
     ]
 
     outcome = _lane(lane_runtime, server).run("default")
 
     (activation_id,) = outcome.activations
-    signal = lane_runtime.signals.get(done.id)
-    assert signal is not None and signal.state is State.DELIVERED
-    assert signal.disposition == "acted" and signal.disposition_reason == "done\ufffdhere"
     flow = get_thoughtflow(lane_runtime.engine, activation_id)
     assert flow is not None and flow["error"] is None
+    nan, nul, ok = flow["tool_actions"]
+    assert nan["error"] == "arguments are not JSON: NaN is not a JSON value"
+    assert nul["error"] == "arguments.reason: must not contain NUL characters"
+    assert ok["error"] is None
     assert flow["reply"] == "all \ufffd done"
-    arguments = flow["tool_actions"][1]["arguments"]
-    assert arguments["n"] == "NaN" and arguments["big"] == "-Infinity"
-    assert arguments["s"] == "\ufffdx"
     record = ActivationJournal(lane_runtime.engine).get(activation_id)
-    assert record is not None and record.state == "completed"
-    assert record.reply == "all \ufffd done"
+    assert record is not None and record.state == "completed" and record.reply == flow["reply"]
+    signal = lane_runtime.signals.get(sid)
+    assert signal is not None and signal.state is State.DELIVERED
+    assert signal.disposition == "acted" and signal.disposition_reason == "ok"

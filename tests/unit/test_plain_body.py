@@ -8,8 +8,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from inner_plane.activation.storable import first_unstorable
 from inner_plane.http.app import plain_text
-from inner_plane.sources.grants import _unstorable
 
 ANY_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF))
 DOCUMENTS = st.dictionaries(ANY_TEXT, ANY_TEXT | st.lists(ANY_TEXT, max_size=3), max_size=4)
@@ -23,7 +23,7 @@ def test_a_cleared_body_holds_no_unstorable_string(document: dict[str, object], 
         text = json.dumps(document, ensure_ascii=False)
         body = text.encode(form, "surrogatepass")
     if plain_text(body):
-        assert _unstorable(json.loads(body), "") is None
+        assert first_unstorable(json.loads(body)) is None
 
 
 def test_the_shortcut_refuses_each_way_in() -> None:
