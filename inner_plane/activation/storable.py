@@ -23,15 +23,23 @@ from inner_plane.activation.model import AgentResult, Settlement
 REPLACEMENT = "\ufffd"
 
 
-def storable_text(text: str) -> str:
+def _text_problem(text: str) -> str | None:
+    """Why PostgreSQL cannot store ``text``, or None."""
     if "\x00" in text:
-        text = text.replace("\x00", REPLACEMENT)
+        return "must not contain NUL characters"
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        # UTF-16 joins a valid surrogate pair into its character and replaces a lone one.
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
+        return "must be valid Unicode (no lone surrogates)"
+    return None
+
+
+def storable_text(text: str) -> str:
+    if _text_problem(text) is None:
+        return text
+    # UTF-16 joins a valid surrogate pair into its character and replaces a lone one.
+    text = text.replace("\x00", REPLACEMENT)
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def storable(value: Any) -> Any:
@@ -60,13 +68,8 @@ def first_unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
     """The first string PostgreSQL cannot store (NUL, lone surrogate) as (field, reason):
     for input that is refused rather than cleaned (a signal's fields, a tool call's arguments)."""
     if isinstance(value, str):
-        if "\x00" in value:
-            return path, "must not contain NUL characters"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return path, "must be valid Unicode (no lone surrogates)"
-        return None
+        problem = _text_problem(value)
+        return None if problem is None else (path, problem)
     if isinstance(value, dict):
         for key, item in value.items():
             where = f"{path}.{key}" if path else str(key)

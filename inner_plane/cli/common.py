@@ -63,14 +63,11 @@ def journal_rows(command: str) -> Iterator[Rows]:
     (`signals show` starts about a third faster). The stores are found as :func:`runtime` finds
     them; a schema this code does not match is refused as :func:`runtime` refuses it."""
     from inner_plane.journal import plain
+    from inner_plane.services.embedded import resolve_services
 
-    configured = load_settings()
-    if configured.database_url is None or configured.redis_url is None:
-        from inner_plane.services.embedded import resolve_services
-
-        configured = resolve_services(configured)
+    configured = resolve_services(load_settings())  # as configured, if both URLs are set
     assert configured.database_url is not None
     with plain.connect(configured.database_url, 5, f"inner-plane {command}") as rows:
-        if plain.schema_versions(rows) != {plain.code_head()}:
+        if not plain.at_code_head(plain.schema_versions(rows)):
             runtime()  # raises SchemaError, which names the versions and what to run
         yield rows

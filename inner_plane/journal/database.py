@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, Row, create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from inner_plane.journal import plain, tolerant
-from inner_plane.journal.plain import MIGRATIONS_DIR, Rows, code_head, sqlalchemy_url
+from inner_plane.journal.plain import MIGRATIONS_DIR, Rows, at_code_head, sqlalchemy_url
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -141,7 +141,7 @@ def check_schema(engine: Engine, url: str) -> None:
             versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
     except Exception:
         versions = []
-    if [row[0] for row in versions] == [code_head()]:
+    if at_code_head(row[0] for row in versions):
         return  # the fast path: at the one head
     from alembic.script import ScriptDirectory
 

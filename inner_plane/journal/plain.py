@@ -11,7 +11,7 @@ this module and of ``overview``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -49,6 +49,11 @@ def code_head() -> str:
     """The revision this code needs: the newest migration file's (revision id = file stem, one
     line of them; tests/unit/test_schema_head.py holds Alembic's single head to it)."""
     return max(path.stem for path in (MIGRATIONS_DIR / "versions").glob("[0-9]*.py"))
+
+
+def at_code_head(versions: Iterable[str]) -> bool:
+    """The database is at exactly the revision this code needs (the schema gate's fast path)."""
+    return sorted(versions) == [code_head()]
 
 
 def schema_versions(rows: Rows) -> set[str]:

@@ -95,8 +95,7 @@ def _database(report: Report, targets: Targets) -> bool:
         with plain.connect(url, targets.timeout_s, "inner-plane status") as rows:
             entry["reachable"] = True
             current = sorted(plain.schema_versions(rows))
-            at_head = current == [plain.code_head()]
-            expected = current if at_head else sorted(_expected_heads(url))
+            expected = current if plain.at_code_head(current) else sorted(_expected_heads(url))
             entry.update(schema=current, expected_schema=expected)
             if current != expected:
                 report.problem(

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from inner_plane.journal import database
+from inner_plane.journal import database, plain
 from inner_plane.journal.database import SchemaError, check_schema
 from tests.support.stores import ROOT, Stores
 
@@ -129,7 +129,7 @@ def test_status_names_the_schema_it_finds_and_the_one_it_needs(
         )
         return completed.returncode, json.loads(completed.stdout)["stores"]["database"]
 
-    head = database.code_head()
+    head = plain.code_head()
     code, entry = database_entry()
     assert code == 2 and entry["schema"] == [] and entry["expected_schema"] == [head]
     database.upgrade(scratch_url)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from alembic.script import ScriptDirectory
 
-from inner_plane.journal import database
+from inner_plane.journal import database, plain
 
 
 def test_the_newest_migration_file_is_alembics_one_head() -> None:
     script = ScriptDirectory.from_config(database.alembic_config("postgresql://unused/unused"))
-    assert script.get_heads() == [database.code_head()]
+    assert script.get_heads() == [plain.code_head()]
     for revision in script.walk_revisions():
         assert revision.path is not None
         assert revision.revision == revision.path.rsplit("/", 1)[-1].removesuffix(".py")
