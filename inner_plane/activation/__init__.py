@@ -3,7 +3,8 @@
 Owns what crosses the seam between the lane, the composer, the agent and the journal's records:
 :class:`Activation`, :class:`WorkingContext`, :class:`AgentResult`, :class:`Settlement`, and the
 one rule that turns an agent's result into each claimed signal's fate
-(:func:`plan_settlement`). May import only ``signals`` from the library.
+(:func:`plan_settlement`); ``storable`` makes what an agent returns storable before anything
+records it, and finds what input must be refused. May import only ``signals`` from the library.
 """
 
 from inner_plane.activation.model import (
