@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, RowMapping, text
 
-from inner_plane.journal.leases import LeaseLost
+from inner_plane.journal import conversation
 from inner_plane.journal.predicates import FENCED_EPOCH
 
 
@@ -61,6 +61,18 @@ _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM activations"  # noqa: S608 - const
 _SELECT_WITH_SEQ = f"SELECT seq, {', '.join(_COLUMNS)} FROM activations"  # noqa: S608
 
 
+_STARTED_CTE = """
+    started AS (
+        INSERT INTO activations (id, delegate_id, trigger, reason, epoch, holder, state,
+                                 started_at, signal_ids, turn_id, attempts, agent, chain_depth)
+        VALUES (:activation, :delegate, :trigger, :reason, :epoch, :holder, 'running',
+                clock_timestamp(), CAST(:signal_ids AS uuid[]), :turn, :attempts, :agent,
+                :chain_depth)
+        RETURNING started_at
+    )
+"""
+
+
 def insert_activation(
     connection: Connection,
     *,
@@ -75,73 +87,44 @@ def insert_activation(
     attempts: int,
     agent: str,
     chain_depth: int = 0,
+    entries: Sequence[conversation.NewEvent] = (),
 ) -> datetime:
-    started: datetime = connection.execute(
-        text(
-            """
-            INSERT INTO activations (id, delegate_id, trigger, reason, epoch, holder, state,
-                                     started_at, signal_ids, turn_id, attempts, agent,
-                                     chain_depth)
-            VALUES (:id, :delegate, :trigger, :reason, :epoch, :holder, 'running',
-                    clock_timestamp(), CAST(:signal_ids AS uuid[]), :turn, :attempts, :agent,
-                    :chain_depth)
-            RETURNING started_at
-            """
-        ),
-        {
-            "id": activation_id,
-            "delegate": delegate_id,
-            "trigger": trigger,
-            "reason": reason,
-            "epoch": epoch,
-            "holder": holder,
-            "signal_ids": [str(i) for i in signal_ids],
-            "turn": turn_id,
-            "attempts": attempts,
-            "agent": agent,
-            "chain_depth": chain_depth,
-        },
-    ).scalar_one()
+    """Insert the activation's row, running, and its first conversation ``entries``, in one
+    statement of the caller's (fenced) transaction; returns when it started."""
+    params = {
+        "activation": activation_id,
+        "delegate": delegate_id,
+        "trigger": trigger,
+        "reason": reason,
+        "epoch": epoch,
+        "holder": holder,
+        "signal_ids": [str(i) for i in signal_ids],
+        "turn": turn_id,
+        "attempts": attempts,
+        "agent": agent,
+        "chain_depth": chain_depth,
+    }
+    started: datetime = conversation.append_events(
+        connection,
+        delegate_id,
+        entries,
+        conversation.Along(_STARTED_CTE, params, "SELECT started_at FROM started"),
+    )
     return started
 
 
-_FINISH = text(
-    f"""
-    UPDATE activations SET state = :state, finished_at = clock_timestamp(),
-           error = :error, reply = :reply
-     WHERE id = :id AND {FENCED_EPOCH} = :epoch
-    RETURNING finished_at
-    """  # noqa: S608 - constant fragment, parameters bound
-)
-
-
-def finish_activation(
-    connection: Connection,
-    activation_id: uuid.UUID,
-    state: str,
-    error: str | None = None,
-    reply: str | None = None,
-    *,
-    delegate_id: str,
-    epoch: int,
-) -> datetime:
-    """Close the activation, fenced: it raises LeaseLost (and the caller's transaction rolls
-    back every write it made) unless ``epoch`` is still the delegate's lease epoch. The share
-    lock orders the whole transaction against a concurrent takeover."""
-    finished: datetime | None = connection.execute(
-        _FINISH,
-        {
-            "id": activation_id,
-            "state": state,
-            "error": error,
-            "reply": reply,
-            "delegate": delegate_id,
-            "epoch": epoch,
-        },
-    ).scalar()
-    if finished is None:
-        raise LeaseLost(delegate_id, epoch, None)
-    return finished
+# The closing rule, as a common table expression of the statement that closes an activation
+# (:mod:`inner_plane.journal.closing`): fenced, so it closes nothing (``finished`` is empty)
+# unless ``:epoch`` is still the delegate's lease epoch; the share lock it takes on the lease
+# orders the whole transaction against a concurrent takeover.
+FINISH_CTE = f"""
+    finished AS (
+        UPDATE activations SET state = :state, finished_at = clock_timestamp(),
+               error = :error, reply = :reply
+         WHERE id = :activation AND {FENCED_EPOCH} = :epoch
+        RETURNING finished_at
+    )
+"""  # noqa: S608 - constant fragment, parameters bound
 
 
 class Activations:

@@ -7,9 +7,10 @@ lease holder's events roll back with the rest of its writes.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict, cast
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Row,
     Table,
     Text,
+    TextClause,
     event,
     func,
     select,
@@ -239,19 +241,41 @@ class NewEvent:
 
 # Many events in one statement, in the order given (ordinality), joining the delegate's open
 # conversation: a closing activation writes its retrieval, tool calls, usage and end at once.
-_APPEND_MANY = text(
-    """
-    INSERT INTO conversation_events
-           (id, delegate_id, conversation_id, type, payload, activation_id, turn_id)
-    SELECT e.id, c.delegate_id, c.id, e.type, e.payload, e.activation_id, e.turn_id
-      FROM ROWS FROM (jsonb_to_recordset(CAST(:events AS jsonb))
-                      AS (id uuid, type text, payload jsonb, activation_id uuid, turn_id uuid))
-           WITH ORDINALITY AS e(id, type, payload, activation_id, turn_id, n)
-      JOIN conversations c ON c.delegate_id = :delegate_id AND c.ended_at IS NULL
-     ORDER BY e.n
-    RETURNING *
-    """
-)
+_APPENDED = """
+    appended AS (
+        INSERT INTO conversation_events
+               (id, delegate_id, conversation_id, type, payload, activation_id, turn_id)
+        SELECT e.id, c.delegate_id, c.id, e.type, e.payload, e.activation_id, e.turn_id
+          FROM ROWS FROM (jsonb_to_recordset(CAST(:events AS jsonb))
+                          AS (id uuid, type text, payload jsonb, activation_id uuid, turn_id uuid))
+               WITH ORDINALITY AS e(id, type, payload, activation_id, turn_id, n)
+          JOIN conversations c ON c.delegate_id = :delegate AND c.ended_at IS NULL
+         ORDER BY e.n
+        RETURNING *
+    )
+"""
+_APPEND_MANY = text(f"WITH {_APPENDED} SELECT * FROM appended")  # noqa: S608 - constant
+
+
+@dataclass(frozen=True)
+class Along:
+    """Other writes of the caller made by the statement that appends the events (one round
+    trip for all): common table expressions of the caller's own SQL rules, their parameters
+    (``:delegate`` and ``:events`` are the append's), and a scalar query of them whose answer
+    the append returns."""
+
+    ctes: str
+    params: Mapping[str, Any]
+    answer: str
+
+
+@functools.lru_cache(maxsize=32)
+def _append_along(ctes: str, answer: str) -> TextClause:
+    # One row at least (the answer), joined to each appended event.
+    return text(
+        f"WITH {ctes}, {_APPENDED} SELECT ({answer}) AS along_answer, appended.* "  # noqa: S608
+        "FROM (SELECT 1) AS one LEFT JOIN appended ON true"
+    )
 
 
 def _checked(new: NewEvent) -> dict[str, Any]:
@@ -271,24 +295,42 @@ def _checked(new: NewEvent) -> dict[str, Any]:
 
 
 def append_events(
-    connection: sqlalchemy.Connection, delegate_id: str, events: Sequence[NewEvent]
-) -> None:
+    connection: sqlalchemy.Connection,
+    delegate_id: str,
+    events: Sequence[NewEvent],
+    along: Along | None = None,
+) -> Any:
     """Write durable conversation events, in order, in the caller's transaction: one
-    statement in the steady state. Nothing is written if any of them is invalid."""
-    if not events:
-        return
-    values = {"events": json.dumps([_checked(new) for new in events]), "delegate_id": delegate_id}
-    rows = connection.execute(_APPEND_MANY, values).all()
-    if not rows:  # first events of the delegate: open its conversation, then append
+    statement in the steady state. Nothing is written if any of them is invalid.
+
+    With ``along``, its writes run in the same statement and its answer is returned; when
+    that answer is NULL nothing more is done (no conversation opened, nothing handed to the
+    live listeners): the caller is to roll its transaction back."""
+    if not events and along is None:
+        return None
+    values = {"events": json.dumps([_checked(new) for new in events]), "delegate": delegate_id}
+    answer: Any = None
+    if along is None:
+        rows = connection.execute(_APPEND_MANY, values).all()
+    else:
+        found = connection.execute(
+            _append_along(along.ctes, along.answer), {**along.params, **values}
+        ).all()
+        answer = found[0].along_answer
+        if answer is None:
+            return None
+        rows = [row for row in found if row.seq is not None]
+    if events and not rows:  # first events of the delegate: open its conversation, then append
         current_conversation(connection, delegate_id)
         rows = connection.execute(_APPEND_MANY, values).all()
     if not _listeners:
-        return  # nobody follows live in this process (workers): nothing to hand over
+        return answer  # nobody follows live in this process (workers): nothing to hand over
     pending: list[EventRecord] = connection.info.setdefault(_PENDING_KEY, [])
     pending.extend(event_record(row) for row in sorted(rows, key=lambda row: row.seq))
     if not event.contains(connection, "commit", _after_commit):
         event.listen(connection, "commit", _after_commit)
         event.listen(connection, "rollback", _after_rollback)
+    return answer
 
 
 def append_event(

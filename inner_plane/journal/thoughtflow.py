@@ -7,6 +7,7 @@ records nothing.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
@@ -15,7 +16,7 @@ from typing import Any, NotRequired, TypedDict, cast
 import sqlalchemy
 from pydantic_core import to_jsonable_python
 from sqlalchemy import BigInteger, DateTime, Engine, Float, Index, Table, Text, func, select
-from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
+from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inner_plane.activation import (
@@ -201,16 +202,44 @@ def conversation_events(
     return events
 
 
-_RECORD_COLUMNS = ("delegate_id", "trigger", "epoch", "record", "duration_ms", "error")
-_RECORD_INSERT = insert(_T).values(
-    {_T.c[name]: sqlalchemy.bindparam(name) for name in ("activation_id", *_RECORD_COLUMNS)}
-)
-# Built once (one per activation rebuilt it and its cache key). A retried commit of the same
-# activation replaces its record rather than failing.
-_RECORD = _RECORD_INSERT.on_conflict_do_update(
-    index_elements=[_T.c.activation_id],
-    set_={name: _RECORD_INSERT.excluded[name] for name in _RECORD_COLUMNS},
-)
+# The ThoughtFlow's write, as a common table expression of the statement that closes the
+# activation (:mod:`inner_plane.journal.closing`); the parameters come from
+# :func:`record_params`. A retried commit of the same activation replaces its record rather
+# than failing.
+RECORD_CTE = """
+    recorded AS (
+        INSERT INTO thoughtflows
+               (activation_id, delegate_id, trigger, epoch, record, duration_ms, error)
+        VALUES (:activation, :delegate, :trigger, :epoch, CAST(:record AS jsonb), :duration_ms,
+                :record_error)
+        ON CONFLICT (activation_id) DO UPDATE
+           SET delegate_id = EXCLUDED.delegate_id, trigger = EXCLUDED.trigger,
+               epoch = EXCLUDED.epoch, record = EXCLUDED.record,
+               duration_ms = EXCLUDED.duration_ms, error = EXCLUDED.error
+    )
+"""
+
+
+def record_params(
+    activation: Activation,
+    context: WorkingContext | None,
+    result: AgentResult | None,
+    duration_ms: float,
+    error: str | None,
+    plan: SettlementPlan | None = None,
+) -> dict[str, Any]:
+    """The parameters of :data:`RECORD_CTE` (``:delegate`` and ``:epoch`` are shared with the
+    closing statement's other rules)."""
+    record = build_record(activation, context, result, duration_ms, error, plan)
+    return {
+        "activation": activation.id,
+        "delegate": activation.delegate_id,
+        "trigger": activation.trigger.value,
+        "epoch": activation.epoch,
+        "record": json.dumps(record),
+        "duration_ms": duration_ms,
+        "record_error": error,
+    }
 
 
 def record_thoughtflow(
@@ -225,24 +254,16 @@ def record_thoughtflow(
     then: Sequence[conversation.NewEvent] = (),
 ) -> None:
     """Store the activation's ThoughtFlow and its conversation events in the caller's
-    transaction, followed by ``then`` (the reply, the closing entry), all events in one
-    statement: the timeline reads started, memory retrieval, tool calls, usage, reply,
-    completed."""
-    record = build_record(activation, context, result, duration_ms, error, plan)
-    connection.execute(
-        _RECORD,
-        {
-            "activation_id": activation.id,
-            "delegate_id": activation.delegate_id,
-            "trigger": activation.trigger.value,
-            "epoch": activation.epoch,
-            "record": record,
-            "duration_ms": duration_ms,
-            "error": error,
-        },
+    transaction, followed by ``then``, in one statement (the lane closes an activation
+    through :func:`inner_plane.journal.closing.close_activation`, which adds its other
+    writes to the same statement)."""
+    params = record_params(activation, context, result, duration_ms, error, plan)
+    conversation.append_events(
+        connection,
+        activation.delegate_id,
+        [*conversation_events(activation, context, result), *then],
+        conversation.Along(RECORD_CTE, params, "SELECT true"),
     )
-    events = conversation_events(activation, context, result)
-    conversation.append_events(connection, activation.delegate_id, [*events, *then])
 
 
 def get_thoughtflow(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any] | None:

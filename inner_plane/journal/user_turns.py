@@ -66,23 +66,20 @@ def turn_waiting(connection: Connection, delegate_id: str) -> bool:
     )
 
 
-def finish_user_turn(
-    connection: Connection, turn_id: uuid.UUID, state: str, reply: str | None
-) -> None:
-    connection.execute(
-        text(
-            "UPDATE user_turns SET state = :state, reply = :reply, finished_at = now() "
-            "WHERE id = :id"
-        ),
-        {"id": turn_id, "state": state, "reply": reply},
+# How a user turn ends with its activation (done, failed) or goes back to the queue (the
+# activation was pre-empted: the user's input is never discarded), as common table expressions
+# of the statement that closes the activation (:mod:`inner_plane.journal.closing`).
+FINISH_TURN_CTE = """
+    turn_ended AS (
+        UPDATE user_turns SET state = :turn_state, reply = :turn_reply, finished_at = now()
+         WHERE id = :turn
     )
-
-
-def requeue_user_turn(connection: Connection, turn_id: uuid.UUID) -> None:
-    connection.execute(
-        text("UPDATE user_turns SET state = 'queued', activation_id = NULL WHERE id = :id"),
-        {"id": turn_id},
+"""
+REQUEUE_TURN_CTE = """
+    turn_ended AS (
+        UPDATE user_turns SET state = 'queued', activation_id = NULL WHERE id = :turn
     )
+"""
 
 
 class UserTurns:

@@ -1,7 +1,9 @@
 """How an activation ends, carried out in one fenced transaction each: completed (the settlement
 plan applied), pre-empted (claims returned, the user turn re-queued), or failed (bounded retry
-with backoff, then dead). The activation row is closed fenced, so a stale holder's transaction
-rolls back whole."""
+with backoff, then dead). The activation row is closed fenced, in the one statement that also
+writes the settlements, the turn's end, the ThoughtFlow and the conversation events
+(:func:`inner_plane.journal.closing.close_activation`), so a stale holder's transaction rolls
+back whole."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from inner_plane.activation import (
     plan_settlement,
 )
 from inner_plane.config import Settings
-from inner_plane.journal import activations, claims, conversation, user_turns
-from inner_plane.lane.records import Step, Transaction, activation_fields, entry, record
+from inner_plane.journal import claims, conversation
+from inner_plane.journal.closing import TurnEnd, close_activation
+from inner_plane.lane.records import Step, Transaction, activation_fields, entry
 
 
 def completed(
@@ -26,41 +29,42 @@ def completed(
 ) -> None:
     activation = step.activation
     plan = plan_settlement(activation, context.rendered_signal_ids, result.settlements)
-    with transaction() as connection:
-        claims.settle(connection, activation.id, plan.settled)
-        claims.release_claims(connection, activation.id, plan.returned, "returned", NOT_RENDERED)
-        activations.finish_activation(
-            connection,
-            activation.id,
-            "completed",
-            reply=result.reply,
-            delegate_id=activation.delegate_id,
-            epoch=activation.epoch,
-        )
-        if step.turn_id is not None:
-            user_turns.finish_user_turn(connection, step.turn_id, "done", result.reply)
-        closing = []
-        if step.turn_id is None and result.reply:
-            # An autonomous reply is something the assistant said: the composer's history and
-            # the timeline show it as an assistant message, before the closing entry.
-            closing.append(
-                entry(
-                    activation,
-                    conversation.ASSISTANT_MESSAGE,
-                    {"reply": result.reply, "autonomous": True},
-                )
-            )
+    closing: list[conversation.NewEvent] = []
+    if step.turn_id is None and result.reply:
+        # An autonomous reply is something the assistant said: the composer's history and the
+        # timeline show it as an assistant message, before the closing entry.
         closing.append(
             entry(
                 activation,
-                conversation.ACTIVATION_COMPLETED
-                if step.turn_id is None
-                else conversation.ASSISTANT_MESSAGE,
-                {"duration_ms": round(duration_s * 1000, 1), "reply": result.reply},
-                context,
+                conversation.ASSISTANT_MESSAGE,
+                {"reply": result.reply, "autonomous": True},
             )
         )
-        record(connection, activation, context, result, duration_s, None, plan, closing)
+    closing.append(
+        entry(
+            activation,
+            conversation.ACTIVATION_COMPLETED
+            if step.turn_id is None
+            else conversation.ASSISTANT_MESSAGE,
+            {"duration_ms": round(duration_s * 1000, 1), "reply": result.reply},
+            context,
+        )
+    )
+    with transaction() as connection:
+        claims.release_claims(connection, activation.id, plan.returned, "returned", NOT_RENDERED)
+        close_activation(
+            connection,
+            activation=activation,
+            state="completed",
+            reply=result.reply,
+            settled=plan.settled,
+            turn=None if step.turn_id is None else TurnEnd(step.turn_id, "done", result.reply),
+            context=context,
+            result=result,
+            duration_ms=duration_s * 1000,
+            plan=plan,
+            then=closing,
+        )
     by_id = {s.id: s for s in activation.signals}
     for outcome in plan.settled:
         logs.emit(
@@ -99,25 +103,25 @@ def interrupted(
             "interrupted",
             f"activation pre-empted: {reason}",
         )
-        activations.finish_activation(
-            connection,
-            activation.id,
-            "interrupted",
-            error=reason,
-            delegate_id=activation.delegate_id,
-            epoch=activation.epoch,
-        )
-        if step.turn_id is not None:
-            # The user's input is never discarded: the turn runs again after the interrupt.
-            user_turns.requeue_user_turn(connection, step.turn_id)
         closing = entry(
             activation,
             conversation.ACTIVATION_INTERRUPTED,
             {"reason": reason, "duration_ms": round(duration_s * 1000, 1)},
             context,
         )
-        error = f"interrupted: {reason}"
-        record(connection, activation, context, partial, duration_s, error, then=[closing])
+        close_activation(
+            connection,
+            activation=activation,
+            state="interrupted",
+            error=reason,
+            # The user's input is never discarded: the turn runs again after the interrupt.
+            turn=None if step.turn_id is None else TurnEnd(step.turn_id, "queued"),
+            context=context,
+            result=partial,
+            duration_ms=duration_s * 1000,
+            record_error=f"interrupted: {reason}",
+            then=[closing],
+        )
     logs.emit("interrupted", **activation_fields(activation), reason=reason)
 
 
@@ -135,23 +139,24 @@ def failed(
         retrying, dead = claims.fail_claims(
             connection, activation.id, error, settings.retry_base_s, settings.retry_max_s
         )
-        activations.finish_activation(
-            connection,
-            activation.id,
-            "failed",
-            error=error[:2000],
-            delegate_id=activation.delegate_id,
-            epoch=activation.epoch,
-        )
-        if step.turn_id is not None:
-            user_turns.finish_user_turn(connection, step.turn_id, "failed", None)
         closing = entry(
             activation,
             conversation.ACTIVATION_FAILED,
             {"error": error[:2000], "duration_ms": round(duration_s * 1000, 1)},
             context,
         )
-        record(connection, activation, context, partial, duration_s, error, then=[closing])
+        close_activation(
+            connection,
+            activation=activation,
+            state="failed",
+            error=error[:2000],
+            turn=None if step.turn_id is None else TurnEnd(step.turn_id, "failed"),
+            context=context,
+            result=partial,
+            duration_ms=duration_s * 1000,
+            record_error=error,
+            then=[closing],
+        )
     logs.emit("failed", **activation_fields(activation), error=error[:500])
     for signal in retrying:
         logs.emit(

@@ -1,7 +1,7 @@
 """Opening an activation, in one fenced transaction: read the due window (the fence with it),
 take the next user turn if one waits, decide (:mod:`inner_plane.lane.decide`, pure), and carry
 the decision out: note the open batching window, defer for the wake budget, or kill exhausted
-signals, claim the batch, insert the activation row and its first conversation event."""
+signals, claim the batch, insert the activation row with its first conversation events."""
 
 from __future__ import annotations
 
@@ -13,14 +13,7 @@ from inner_plane.config import Settings
 from inner_plane.journal import activations, claims, conversation, user_turns
 from inner_plane.journal.leases import LeaseLost
 from inner_plane.lane import decide
-from inner_plane.lane.records import (
-    Step,
-    Transaction,
-    activation_fields,
-    converse,
-    entry,
-    log_quarantined,
-)
+from inner_plane.lane.records import Step, Transaction, activation_fields, entry, log_quarantined
 
 
 def open_step(
@@ -100,20 +93,6 @@ def open_step(
             for signal in dead:
                 logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
             return None
-        activations.insert_activation(
-            connection,
-            activation_id=activation_id,
-            delegate_id=delegate_id,
-            trigger=decision.trigger.value,
-            reason=decision.reason,
-            epoch=epoch,
-            holder=holder,
-            signal_ids=[s.id for s in claimed],
-            turn_id=None if turn is None else turn.id,
-            attempts=max((s.attempts for s in claimed), default=1),
-            agent=agent_name,
-            chain_depth=batch.chain_depth,
-        )
         activation = Activation(
             id=activation_id,
             delegate_id=delegate_id,
@@ -132,7 +111,21 @@ def open_step(
         entries = [entry(activation, opening, {"reason": decision.reason})]
         if turn is not None and claimed:
             entries.append(entry(activation, conversation.CONTEXT_ATTACHED, {}))
-        converse(connection, activation, entries)
+        activations.insert_activation(
+            connection,
+            activation_id=activation_id,
+            delegate_id=delegate_id,
+            trigger=decision.trigger.value,
+            reason=decision.reason,
+            epoch=epoch,
+            holder=holder,
+            signal_ids=[s.id for s in claimed],
+            turn_id=None if turn is None else turn.id,
+            attempts=max((s.attempts for s in claimed), default=1),
+            agent=agent_name,
+            chain_depth=batch.chain_depth,
+            entries=entries,
+        )
     for signal in dead:
         logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
     logs.emit("batch", **activation_fields(activation), reason=decision.reason)

@@ -1,11 +1,12 @@
-"""What an activation leaves behind besides its settlements: the ThoughtFlow record, the
-conversation events, and the fields every log line of an activation carries. Written in the
-activation's fenced transaction, so a stale holder records nothing."""
+"""What an activation leaves behind besides its settlements: its conversation entries, and the
+fields every log line of an activation carries. Written in the activation's fenced
+transactions (the closing ones with the ThoughtFlow, :mod:`inner_plane.journal.closing`), so a
+stale holder records nothing."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -13,9 +14,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from inner_plane import logs
-from inner_plane.activation import Activation, AgentResult, SettlementPlan, WorkingContext
+from inner_plane.activation import Activation, WorkingContext
 from inner_plane.journal import claims, conversation
-from inner_plane.journal.thoughtflow import record_thoughtflow
 
 # A fenced transaction of the lane run (its own connection; see ``Lane._transaction``).
 Transaction = Callable[[], AbstractContextManager[Connection]]
@@ -49,30 +49,6 @@ def log_quarantined(quarantined: list[claims.Quarantined], activation_id: uuid.U
         logs.emit("quarantined", **item.fields, reason=item.reason, activation=activation_id)
 
 
-def record(
-    connection: Connection,
-    activation: Activation,
-    context: WorkingContext | None,
-    result: AgentResult | None,
-    duration_s: float,
-    error: str | None,
-    plan: SettlementPlan | None = None,
-    then: Sequence[conversation.NewEvent] = (),
-) -> None:
-    """The ThoughtFlow and the conversation events of a finished activation, ``then`` (its
-    closing entries, see :func:`entry`) last."""
-    record_thoughtflow(
-        connection,
-        activation=activation,
-        context=context,
-        result=result,
-        duration_ms=duration_s * 1000,
-        error=error,
-        plan=plan,
-        then=then,
-    )
-
-
 def entry(
     activation: Activation,
     event: str,
@@ -96,10 +72,3 @@ def entry(
         body.setdefault("channel", activation.user_message.channel)
     turn_id = None if activation.user_message is None else activation.user_message.turn_id
     return conversation.NewEvent(event, body, activation.id, turn_id)
-
-
-def converse(
-    connection: Connection, activation: Activation, entries: Sequence[conversation.NewEvent]
-) -> None:
-    """Append these entries of this activation, in one statement."""
-    conversation.append_events(connection, activation.delegate_id, entries)

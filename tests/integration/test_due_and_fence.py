@@ -4,6 +4,7 @@ takeover until its transaction ends."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections.abc import Callable
@@ -12,11 +13,15 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import Connection, text
 
-from inner_plane.journal import activations, claims
+from inner_plane.activation import SignalOutcome
+from inner_plane.journal import activations, claims, conversation
+from inner_plane.journal.closing import TurnEnd, close_activation
 from inner_plane.journal.leases import LeaseLost, Leases, fence
 from inner_plane.journal.recovery import Recovery
+from inner_plane.journal.thoughtflow import get_thoughtflow
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from tests.support.activations import activation_for
 
 
 @dataclass(frozen=True)
@@ -125,8 +130,14 @@ def test_a_stale_epoch_is_refused_by_every_fenced_statement(runtime: Runtime) ->
         assert claims.safe_point_check(connection, "d").lease_epoch == 2
         with pytest.raises(LeaseLost):
             fence(connection, "d", 1)
-    activation_id = uuid.uuid4()
+    # The closing statement (settlements, turn, ThoughtFlow, conversation events and the
+    # activation row at once) of a holder whose epoch went stale writes nothing at all.
+    signal = publish(kind="task.completed", source="t", delegate_id="d", data={})
     with runtime.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE signals SET state = 'claimed', claimed_by = :a WHERE id = :s"),
+            {"a": (activation_id := uuid.uuid4()), "s": signal.id},
+        )
         activations.insert_activation(
             connection,
             activation_id=activation_id,
@@ -135,17 +146,59 @@ def test_a_stale_epoch_is_refused_by_every_fenced_statement(runtime: Runtime) ->
             reason="test",
             epoch=1,
             holder="old",
-            signal_ids=[],
+            signal_ids=[signal.id],
             turn_id=None,
             attempts=1,
             agent="test",
         )
+    activation = dataclasses.replace(
+        activation_for(runtime, [signal.id], delegate_id="d"), id=activation_id, epoch=1
+    )
+    acted = SignalOutcome(signal.id, "delivered", "acted", "done", None)
     with pytest.raises(LeaseLost), runtime.engine.begin() as connection:
-        activations.finish_activation(
-            connection, activation_id, "completed", delegate_id="d", epoch=1
+        close_activation(
+            connection,
+            activation=activation,
+            state="completed",
+            reply="stale",
+            settled=[acted],
+            turn=TurnEnd(uuid.uuid4(), "done", "stale"),
+            duration_ms=1.0,
+            then=[conversation.NewEvent(conversation.ACTIVATION_COMPLETED, {}, activation_id)],
         )
     record = activations.Activations(runtime.engine).get(activation_id)
     assert record is not None and record.state == "running"
+    stored = runtime.signals.get(signal.id)
+    assert stored is not None and stored.state.value == "claimed" and stored.disposition is None
+    assert get_thoughtflow(runtime.engine, activation_id) is None
+    with runtime.engine.connect() as connection:
+        written = connection.execute(
+            text(
+                "SELECT (SELECT count(*) FROM conversation_events WHERE activation_id = :a)"
+                " + (SELECT count(*) FROM signal_events WHERE activation_id = :a)"
+            ),
+            {"a": activation_id},
+        ).scalar_one()
+    assert written == 0
+
+    # The current holder's close of the same activation goes through, all of it at once.
+    with runtime.engine.begin() as connection:
+        finished = close_activation(
+            connection,
+            activation=dataclasses.replace(activation, epoch=2),
+            state="completed",
+            reply="fresh",
+            settled=[acted],
+            duration_ms=1.0,
+            then=[conversation.NewEvent(conversation.ACTIVATION_COMPLETED, {}, activation_id)],
+        )
+    record = activations.Activations(runtime.engine).get(activation_id)
+    assert record is not None and record.state == "completed" and record.reply == "fresh"
+    assert record.finished_at == finished
+    stored = runtime.signals.get(signal.id)
+    assert stored is not None and stored.state.value == "delivered"
+    assert stored.disposition == "acted"
+    assert get_thoughtflow(runtime.engine, activation_id) is not None
 
 
 FencedRead = Callable[[Connection], object]

@@ -3,7 +3,8 @@
 Owns the signal transitions an activation makes and the reads that decide them, one module per
 role: ``window`` (the due window, the safe-point check, work left after a release), ``defer``
 (held back: window open, budget spent), ``batch`` (claim, quarantine, loop guard, exhausted to
-dead), ``settle`` (settle, return, fail, recover a dead holder's claims). Every function takes a
+dead), ``settle`` (the settle rule the closing statement applies, return, fail, recover a dead
+holder's claims). Every function takes a
 ``Connection`` and runs inside the caller's fenced transaction (see
 :mod:`inner_plane.journal.leases`). "Due" and "fenced" come from
 :mod:`inner_plane.journal.predicates`, nowhere else.
@@ -20,7 +21,13 @@ from inner_plane.journal.claims.batch import (
     stop_chains,
 )
 from inner_plane.journal.claims.defer import defer_signals, note_due
-from inner_plane.journal.claims.settle import fail_claims, recover_stale, release_claims, settle
+from inner_plane.journal.claims.settle import (
+    SETTLE_CTES,
+    fail_claims,
+    recover_stale,
+    release_claims,
+    settle_rows,
+)
 from inner_plane.journal.claims.window import (
     DueWindow,
     SafePointCheck,
@@ -30,6 +37,7 @@ from inner_plane.journal.claims.window import (
 )
 
 __all__ = [
+    "SETTLE_CTES",
     "ClaimedBatch",
     "DueWindow",
     "Quarantined",
@@ -47,6 +55,6 @@ __all__ = [
     "recover_stale",
     "release_claims",
     "safe_point_check",
-    "settle",
+    "settle_rows",
     "stop_chains",
 ]

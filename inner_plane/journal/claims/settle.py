@@ -16,10 +16,12 @@ from inner_plane.activation import SignalOutcome
 from inner_plane.journal.signals import _to_signal, add_events
 from inner_plane.signals.model import Signal
 
-_SETTLE = text(
-    """
-    WITH o AS (
-        SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+# The settle rule as common table expressions, for the statement that closes an activation
+# (:mod:`inner_plane.journal.closing`): ``:settle_rows`` (see :func:`settle_rows`) applied to
+# the claims of ``:activation``, each with its event.
+SETTLE_CTES = """
+    settle_rows AS (
+        SELECT * FROM jsonb_to_recordset(CAST(:settle_rows AS jsonb))
             AS x(id uuid, state text, disposition text, reason text, available_at timestamptz)
     ), settled AS (
         UPDATE signals s SET state = o.state, disposition = o.disposition,
@@ -29,26 +31,21 @@ _SETTLE = text(
                claimed_by = CASE WHEN o.state = 'pending' THEN NULL ELSE s.claimed_by END,
                attempts = CASE WHEN o.state = 'pending' THEN s.attempts - 1
                                ELSE s.attempts END
-          FROM o
+          FROM settle_rows o
          WHERE s.id = o.id AND s.claimed_by = :activation AND s.state = 'claimed'
         RETURNING s.id
+    ), settled_events AS (
+        INSERT INTO signal_events (signal_id, event, reason, activation_id)
+        SELECT o.id, coalesce(o.disposition, o.state), o.reason, :activation
+          FROM settle_rows o JOIN settled ON settled.id = o.id
     )
-    INSERT INTO signal_events (signal_id, event, reason, activation_id)
-    SELECT o.id, coalesce(o.disposition, o.state), o.reason, :activation
-      FROM o JOIN settled ON settled.id = o.id
-    """
-)
+"""
 
 
-def settle(
-    connection: Connection, activation_id: uuid.UUID, outcomes: Sequence[SignalOutcome]
-) -> None:
-    """Apply the settlement plan's outcomes to claimed signals of this activation, with their
-    events, in one statement. A deferred signal goes back to pending with a later
-    available_at."""
-    if not outcomes:
-        return
-    rows = json.dumps(
+def settle_rows(outcomes: Sequence[SignalOutcome]) -> str:
+    """The settlement plan's outcomes as the ``:settle_rows`` of :data:`SETTLE_CTES`: a
+    deferred signal goes back to pending with a later available_at."""
+    return json.dumps(
         [
             {
                 "id": str(o.signal_id),
@@ -61,7 +58,6 @@ def settle(
             for o in outcomes
         ]
     )
-    connection.execute(_SETTLE, {"rows": rows, "activation": activation_id})
 
 
 def release_claims(
