@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from inner_plane.journal import conversation
 from inner_plane.runtime import Runtime
@@ -93,3 +94,48 @@ def test_one_bad_event_of_many_stores_none_of_them(runtime: Runtime) -> None:
         bad = conversation.NewEvent("tool.result", ["no"])  # type: ignore[arg-type]
         conversation.append_events(connection, "d3", [good, bad])
     assert conversation.read_events(runtime.engine, "d3") == []
+
+
+def test_writes_along_the_append_share_its_statement_and_open_a_missing_conversation(
+    runtime: Runtime,
+) -> None:
+    """The closing statement's path (``Along``): the caller's writes run in the append's
+    statement, its answer comes back, a delegate without an open conversation (ended by an
+    operator mid-activation, say) gets one and every event, and a NULL answer writes nothing
+    further and hands nothing to the listeners."""
+    along = conversation.Along(
+        "noted AS (INSERT INTO live_events (delegate_id, topic, ids, data)"
+        " VALUES (:delegate, 'live', ARRAY['x'], CAST(:data AS jsonb)) RETURNING id)",
+        {"data": '{"along": true}'},
+        "SELECT count(*) FROM noted",
+    )
+    events = [conversation.NewEvent("tool.call", {"n": n}) for n in range(3)]
+    seen: list[dict[str, Any]] = []
+    conversation.add_listener(seen.append)
+    try:
+        with runtime.engine.begin() as connection:
+            assert conversation.current_conversation(connection, "d4")
+        conversation.start_conversation(runtime.engine, "d4")  # ends it, opens another
+        with runtime.engine.begin() as connection:
+            connection.execute(
+                text("UPDATE conversations SET ended_at = now() WHERE delegate_id = 'd4'")
+            )
+            assert conversation.append_events(connection, "d4", events, along) == 1
+            assert seen == []
+        nothing = conversation.Along(along.ctes, along.params, "SELECT NULL::int")
+        with runtime.engine.begin() as connection:
+            extra = [conversation.NewEvent("tool.call", {"n": 99})]
+            assert conversation.append_events(connection, "d5", extra, nothing) is None
+    finally:
+        conversation.remove_listener(seen.append)
+    stored = conversation.read_events(runtime.engine, "d4")
+    assert [e["payload"]["n"] for e in stored] == [0, 1, 2]
+    assert stored == seen
+    assert conversation.read_events(runtime.engine, "d5") == []
+    with runtime.engine.connect() as connection:
+        noted = connection.execute(
+            text("SELECT delegate_id FROM live_events WHERE data = '{\"along\": true}'::jsonb")
+        ).scalars()
+        # The caller's write ran once per statement; the NULL answer's is the caller's to roll
+        # back (here it commits, as nothing raised).
+        assert sorted(noted) == ["d4", "d5"]
