@@ -15,8 +15,11 @@
 
 The load comes from this machine over loopback: an asyncio client holding a few keep-alive
 connections, a bounded number of requests per measurement (and a time cap). Each round runs every
-measurement once, interleaved, so machine noise hits them alike; figures are medians over the
-rounds, with p99 request latency. The signals table is emptied between rounds.
+measurement once, each http measurement next to its bare one, http first in odd rounds and bare
+first in even ones, so machine noise and whatever the previous measurement left behind (dirty
+pages, autovacuum) hit both alike; rates are medians over the rounds, with p99 request latency,
+and the two ratios are the medians of each round's own ratio (http against the bare endpoint
+measured in the same seconds). The signals table is emptied between rounds.
 
 The machine is shared (2 cores, other engineers' tests): the server workers, PostgreSQL, Redis
 and this client all compete for them, so absolute figures move between runs; the ratios less.
@@ -50,9 +53,11 @@ from inner_plane.runtime import get_runtime
 from tests.support.stores import Stores
 
 AUTH_ONLY = "--auth-only" in sys.argv
-ROUNDS = 2 if QUICK else 3
+ROUNDS = 3 if QUICK else 5
 SINGLE_REQUESTS = 600 if QUICK else 1_500
-BATCH_REQUESTS = 40 if QUICK else 150
+# About 0.7 s (quick) and 2 s of load per batch measurement: a shorter window is one stall of
+# the shared machine away from a different ratio.
+BATCH_REQUESTS = 100 if QUICK else 300
 BATCH_SIZE = 100
 CONCURRENCY = 16
 TIME_CAP_S = 10.0
@@ -368,7 +373,11 @@ def benchmark(stores: Stores) -> None:
         for round_no in range(ROUNDS):
             with runtime.engine.begin() as connection:
                 connection.execute(text("TRUNCATE signals"))
-            for name, (server, path, body, headers, requests, size) in targets.items():
+            order = ["http_single", "bare_single", "http_batch", "bare_batch"]
+            if round_no % 2:
+                order = ["bare_single", "http_single", "bare_batch", "http_batch"]
+            for name in order:
+                server, path, body, headers, requests, size = targets[name]
                 ok, failed, elapsed, latencies = load(
                     servers[server][0], path, body, headers, requests
                 )
@@ -400,12 +409,12 @@ def benchmark(stores: Stores) -> None:
         figures[f"{name}_signals_per_s_min"] = round(min(rates[name]), 1)
         figures[f"{name}_p50_ms"] = round(median(lat[name]) * 1000, 2)
         figures[f"{name}_p99_ms"] = round(p99(lat[name]) * 1000, 2)
-    figures["http_single_vs_bare"] = ratio(
-        figures["http_single_signals_per_s"], figures["bare_single_signals_per_s"]
-    )
-    figures["http_batch_vs_bare"] = ratio(
-        figures["http_batch_signals_per_s"], figures["bare_batch_signals_per_s"]
-    )
+    for shape in ("single", "batch"):
+        per_round = [
+            h / b for h, b in zip(rates[f"http_{shape}"], rates[f"bare_{shape}"], strict=True)
+        ]
+        figures[f"http_{shape}_vs_bare"] = round(median(per_round), 3)
+        figures[f"http_{shape}_vs_bare_rounds"] = [round(r, 3) for r in per_round]
     figures.update(breakdown)
     figures.update(
         rounds=ROUNDS,

@@ -9,12 +9,16 @@ before anything is written, and a batch is one transaction, so no error stores a
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
@@ -163,8 +167,21 @@ def create_app(
 ) -> FastAPI:
     """The API. ``bind_host`` is where the server listens (default: INNER_PLANE_API_HOST):
     off loopback, even reads need an operator credential."""
-    gate = OperatorGate(runtime_factory, bind_host or load_settings().api_host)
+    settings = load_settings()
+    gate = OperatorGate(runtime_factory, bind_host or settings.api_host)
     feeds: list[LiveFeed] = []
+    limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def publish_threads() -> anyio.CapacityLimiter:
+        """The worker threads publications may use at once (INNER_PLANE_API_PUBLISH_THREADS):
+        one limiter per event loop, made inside it, where anyio needs it."""
+        loop = asyncio.get_running_loop()
+        limiter = limiters.get(loop)
+        if limiter is None:
+            limiter = limiters[loop] = anyio.CapacityLimiter(settings.api_publish_threads)
+        return limiter
 
     def feed() -> LiveFeed:
         if not feeds:
@@ -222,7 +239,7 @@ def create_app(
     )
     async def post_signals(request: Request) -> Response:
         body = await read_body(request, max_body_bytes)
-        return await run_in_threadpool(
+        publish = functools.partial(
             publish_request,
             runtime_factory,
             "POST",
@@ -231,6 +248,7 @@ def create_app(
             body,
             client_of(request),
         )
+        return await anyio.to_thread.run_sync(publish, limiter=publish_threads())
 
     @app.get(
         "/v1/signals/{signal_id}",
