@@ -67,7 +67,8 @@ def close_activation(
     LeaseLost, for the caller to roll back, unless the activation's epoch is still the
     delegate's lease epoch."""
     ctes = [FINISH_CTE, thoughtflow.RECORD_CTE]
-    params = thoughtflow.record_params(activation, context, result, duration_ms, record_error, plan)
+    record = thoughtflow.build_record(activation, context, result, duration_ms, record_error, plan)
+    params = thoughtflow.record_params(activation, record, duration_ms, record_error)
     params.update(state=state, error=error, reply=reply)
     if settled:
         ctes.append(SETTLE_CTES)

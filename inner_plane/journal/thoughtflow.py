@@ -221,16 +221,10 @@ RECORD_CTE = """
 
 
 def record_params(
-    activation: Activation,
-    context: WorkingContext | None,
-    result: AgentResult | None,
-    duration_ms: float,
-    error: str | None,
-    plan: SettlementPlan | None = None,
+    activation: Activation, record: dict[str, Any], duration_ms: float, error: str | None
 ) -> dict[str, Any]:
-    """The parameters of :data:`RECORD_CTE` (``:delegate`` and ``:epoch`` are shared with the
-    closing statement's other rules)."""
-    record = build_record(activation, context, result, duration_ms, error, plan)
+    """The parameters of :data:`RECORD_CTE` for ``record`` (:func:`build_record`);
+    ``:delegate`` and ``:epoch`` are shared with the closing statement's other rules."""
     return {
         "activation": activation.id,
         "delegate": activation.delegate_id,
@@ -257,7 +251,8 @@ def record_thoughtflow(
     transaction, followed by ``then``, in one statement (the lane closes an activation
     through :func:`inner_plane.journal.closing.close_activation`, which adds its other
     writes to the same statement)."""
-    params = record_params(activation, context, result, duration_ms, error, plan)
+    record = build_record(activation, context, result, duration_ms, error, plan)
+    params = record_params(activation, record, duration_ms, error)
     conversation.append_events(
         connection,
         activation.delegate_id,
