@@ -1,19 +1,18 @@
 """ThoughtFlow: one durable record per activation of what the agent saw, decided and did.
 
-Written by the lane inside its fenced commit transaction, together with the conversation events
-derived from it (memory retrieval, tool calls and results, usage, compaction), so a stale holder
-records nothing.
+Written by the lane in the statement that closes the activation (:mod:`inner_plane.journal.closing`,
+in its fenced transaction), together with the conversation events derived from it (memory
+retrieval, tool calls and results, usage, compaction), so a stale holder records nothing.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict, cast
 
-import sqlalchemy
 from pydantic_core import to_jsonable_python
 from sqlalchemy import BigInteger, DateTime, Engine, Float, Index, Table, Text, func, select
 from sqlalchemy.dialects.postgresql import JSONB, UUID
@@ -234,31 +233,6 @@ def record_params(
         "duration_ms": duration_ms,
         "record_error": error,
     }
-
-
-def record_thoughtflow(
-    connection: sqlalchemy.Connection,
-    *,
-    activation: Activation,
-    context: WorkingContext | None,
-    result: AgentResult | None,
-    duration_ms: float,
-    error: str | None,
-    plan: SettlementPlan | None = None,
-    then: Sequence[conversation.NewEvent] = (),
-) -> None:
-    """Store the activation's ThoughtFlow and its conversation events in the caller's
-    transaction, followed by ``then``, in one statement (the lane closes an activation
-    through :func:`inner_plane.journal.closing.close_activation`, which adds its other
-    writes to the same statement)."""
-    record = build_record(activation, context, result, duration_ms, error, plan)
-    params = record_params(activation, record, duration_ms, error)
-    conversation.append_events(
-        connection,
-        activation.delegate_id,
-        [*conversation_events(activation, context, result), *then],
-        conversation.Along(RECORD_CTE, params, "SELECT true"),
-    )
 
 
 def get_thoughtflow(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any] | None:

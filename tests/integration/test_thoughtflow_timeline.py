@@ -14,7 +14,10 @@ from inner_plane.agent.dry_run import DryRunAgent
 from inner_plane.cli import app
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
-from inner_plane.journal.thoughtflow import get_thoughtflow, record_thoughtflow
+from inner_plane.journal import activations
+from inner_plane.journal.closing import close_activation
+from inner_plane.journal.leases import Leases
+from inner_plane.journal.thoughtflow import get_thoughtflow
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.wiring import load_agent
@@ -39,14 +42,29 @@ def test_dry_run_is_the_default_and_records_what_it_would_have_sent(runtime: Run
     assert result.settlements[due.id].disposition is Disposition.DISMISSED
     assert result.settlements[due.id].reason == "no model configured"
     assert result.model_input == context.model_input()
+    # Stored as the lane stores it: in the statement that closes the (running) activation.
+    assert Leases(runtime.engine).acquire(activation.delegate_id, "test", 30) == activation.epoch
     with runtime.engine.begin() as connection:
-        record_thoughtflow(
+        activations.insert_activation(
+            connection,
+            activation_id=activation.id,
+            delegate_id=activation.delegate_id,
+            trigger=activation.trigger.value,
+            reason="test",
+            epoch=activation.epoch,
+            holder="test",
+            signal_ids=[due.id],
+            turn_id=None,
+            attempts=1,
+            agent="dry-run",
+        )
+        close_activation(
             connection,
             activation=activation,
+            state="completed",
             context=context,
             result=result,
             duration_ms=12.5,
-            error=None,
         )
     stored = get_thoughtflow(runtime.engine, activation.id)
     assert stored is not None
