@@ -34,7 +34,7 @@ from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.journal.database import typed_row
+from inner_plane.journal.database import single_statement, typed_row
 from inner_plane.journal.declarative import Base
 
 TIMER_STATES = ("active", "done", "cancelled")
@@ -179,7 +179,7 @@ class TimerJournal:
         self.engine = engine
 
     def now(self) -> datetime:
-        with self.engine.connect() as connection:
+        with single_statement(self.engine) as connection:
             value: datetime = connection.execute(select(func.now())).scalar_one()
             return value
 
@@ -258,7 +258,7 @@ class TimerJournal:
     def due_ids(self, now: datetime, limit: int) -> list[uuid.UUID]:
         """The plain indexed query for due timers (beat's check; the benchmark's baseline)."""
         query = select(TIMERS.c.id).where(due_now(now)).order_by(TIMERS.c.next_due).limit(limit)
-        with self.engine.connect() as connection:
+        with single_statement(self.engine) as connection:
             return [row[0] for row in connection.execute(query)]
 
     # Static timers.

@@ -7,9 +7,11 @@ import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from psycopg import pq
+from sqlalchemy import event, text
 
 from inner_plane import logs
 from inner_plane.config import build_settings
@@ -321,6 +323,37 @@ def test_redelivered_tick_after_a_crash_is_deduplicated(timers_rt: Runtime, cont
     assert report.fired == 1 and report.deduplicated == 1
     assert len(timer_signals(timers_rt, "crash")) == 1
     assert context_log.lines("deduplicated")
+
+
+def test_a_tick_on_the_database_clock_runs_every_statement_in_autocommit(
+    timers_rt: Runtime,
+) -> None:
+    """No statement of a tick opens a transaction: nothing is held while the tick decides, and
+    no ROLLBACK at check-in makes psycopg forget the connection's prepared statements (the tick's
+    write would be parsed and planned again on every tick)."""
+    info = add_timer({"name": "pulse", "purpose": "Pulse", "every_s": 60}, runtime=timers_rt)
+    with timers_rt.engine.begin() as connection:  # made a minute ago, a moment due a second ago
+        connection.execute(
+            text("UPDATE timers SET created_at = now() - interval '60 s', "
+                 "start_at = now() - interval '1 s', next_due = now() - interval '1 s' "
+                 "WHERE id = :id"),
+            {"id": info.id},
+        )  # fmt: skip
+    statuses: list[tuple[str, pq.TransactionStatus]] = []
+
+    def after_execute(*args: Any) -> None:  # conn, cursor, statement, parameters, context, many
+        cursor, statement = args[1], args[2]
+        statuses.append((statement.split(None, 1)[0], cursor.connection.info.transaction_status))
+
+    event.listen(timers_rt.engine, "after_cursor_execute", after_execute)
+    try:
+        report = tick(timers_rt)
+    finally:
+        event.remove(timers_rt.engine, "after_cursor_execute", after_execute)
+    assert report.fired_names == ["pulse"]
+    # The clock, the static timers' states, the due read and the write that fired.
+    assert [word for word, _ in statuses] == ["SELECT", "WITH", "SELECT", "WITH"]
+    assert {status for _, status in statuses} == {pq.TransactionStatus.IDLE}
 
 
 def test_leader_lock_skips_a_redundant_tick(runtime: Runtime) -> None:
