@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 
 from inner_plane import logs
 from inner_plane.journal import live
+from inner_plane.journal.database import reading
 from inner_plane.journal.live import LiveEvent, Position
 from inner_plane.journal.plain import libpq_url
 
@@ -192,11 +193,11 @@ class LiveFeed:
             self.unsubscribe(sub)
 
     def _page(self, position: Position) -> list[LiveEvent]:
-        with self.engine.connect() as reader:
+        with reading(self.engine) as reader:
             return live.read_after(reader, position)
 
     def _oldest_id(self) -> int:
-        with self.engine.connect() as reader:
+        with reading(self.engine) as reader:
             return live.oldest_id(reader)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, RowMapping, text
 
 from inner_plane.journal import conversation
+from inner_plane.journal.database import reading
 from inner_plane.journal.predicates import FENCED_EPOCH
 
 
@@ -146,7 +147,7 @@ class Activations:
         if before is not None:
             conditions.append("seq < :before")
         where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             rows = connection.execute(
                 text(f"{_SELECT_WITH_SEQ} {where} ORDER BY seq DESC LIMIT :limit"),
                 {"delegate": delegate_id, "limit": limit, "before": before},
@@ -155,7 +156,7 @@ class Activations:
         return [ActivationRecord.from_row(row._mapping) for row in rows], cursor
 
     def get(self, activation_id: uuid.UUID) -> ActivationRecord | None:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             row = connection.execute(
                 text(f"{_SELECT} WHERE id = :id"),
                 {"id": activation_id},

@@ -36,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
+from inner_plane.journal.database import reading
 from inner_plane.journal.declarative import Base
 
 # Event types written by the lane and by this capability.
@@ -402,7 +403,7 @@ def read_events(
     query = query.order_by(_E.c.seq)
     if limit is not None:
         query = query.limit(limit)
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         return [event_record(row) for row in connection.execute(query)]
 
 

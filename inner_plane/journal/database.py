@@ -79,6 +79,14 @@ def single_statement(engine: Engine) -> Connection:
     return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
 
+def reading(engine: Engine) -> Connection:
+    """A connection for reads, in autocommit. Under READ COMMITTED every statement takes its own
+    snapshot even inside a transaction, so a read loses nothing outside one; it saves the BEGIN
+    and ROLLBACK round trips, and psycopg forgets a connection's prepared statements at every
+    ROLLBACK (the next statements on it would be parsed and planned again)."""
+    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
 @contextmanager
 def autocommitted(connection: Connection) -> Iterator[Connection]:
     """``connection`` (a held one, between its transactions) in autocommit for one statement:

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Engine, Row, text
 
+from inner_plane.journal.database import reading
 from inner_plane.journal.paging import Page, decode_cursor, encode_cursor, jsonable, page_limit
 from inner_plane.journal.paging import record as as_record
 from inner_plane.journal.predicates import WAKING, due
@@ -95,7 +96,7 @@ def delegates_overview(
     """For each delegate: lane state (idle, waiting, running) with holder, epoch and running
     activation; counts by state, the oldest pending signal's age and the next due time; the
     wake budget used and the last activation."""
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         if delegate_id is not None:
             names = [delegate_id]
             more = False
@@ -174,7 +175,7 @@ def chart_series(engine: Engine, delegate_id: str, minutes: int = 60) -> dict[st
     by kind, activation durations, and pending depth (reconstructed from the signals created in
     the window plus those still pending: every row read is an index range of the delegate)."""
     params = {"delegate": delegate_id, "minutes": minutes}
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         by_kind = connection.execute(
             text(
                 """

@@ -9,7 +9,7 @@ import uuid
 from sqlalchemy import Engine
 
 from inner_plane.journal.activations import ActivationRecord, Activations
-from inner_plane.journal.database import engine_rows
+from inner_plane.journal.database import engine_rows, reading
 from inner_plane.journal.recovery import Recovery
 from inner_plane.journal.signal_events import SignalEvent, events_of
 from inner_plane.journal.user_turns import UserTurn, UserTurns
@@ -35,7 +35,7 @@ class ActivationJournal:
         return self.activations.get(activation_id)
 
     def events(self, signal_id: uuid.UUID) -> list[SignalEvent]:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             return events_of(engine_rows(connection), signal_id)
 
     def user_turn(self, turn_id: uuid.UUID) -> UserTurn | None:

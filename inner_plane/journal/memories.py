@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR, UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.journal.database import typed_row
+from inner_plane.journal.database import reading, typed_row
 from inner_plane.journal.declarative import Base
 
 
@@ -201,7 +201,7 @@ def get_many(
 
 
 def get(engine: Engine, memory_id: uuid.UUID) -> MemoryRecord | None:
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         row = connection.execute(select(*_PUBLIC).where(_M.c.id == memory_id)).first()
     return None if row is None else typed_row(MemoryRecord, row)
 
@@ -223,7 +223,7 @@ def list_memories(
         query = query.where(_M.c.kind == kind)
     if not include_superseded:
         query = query.where(_M.c.superseded_by.is_(None))
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         return [typed_row(MemoryRecord, row) for row in connection.execute(query)]
 
 

@@ -10,7 +10,7 @@ from typing import TypedDict
 
 from sqlalchemy import Connection, Engine, text
 
-from inner_plane.journal.database import single_statement, typed_row
+from inner_plane.journal.database import reading, single_statement, typed_row
 from inner_plane.journal.leases import fence
 
 
@@ -95,7 +95,7 @@ class SentNotification(TypedDict):
 
 def sent_to(engine: Engine, delegate_id: str) -> list[SentNotification]:
     """The delegate's notifications, oldest first (for operators and tests)."""
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         rows = connection.execute(
             text(
                 "SELECT id, effect_key, channel, activation_id, subject, state, attempts, sent_at"

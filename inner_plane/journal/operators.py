@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from sqlalchemy import Engine, Row, select, text
 from sqlalchemy.dialects.postgresql import insert
 
+from inner_plane.journal.database import reading
 from inner_plane.journal.tables import OPERATORS
 
 _T = OPERATORS
@@ -59,12 +60,12 @@ class OperatorJournal:
         return Operator(**row._mapping)
 
     def get(self, name: str) -> Operator | None:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             row = connection.execute(select(_T).where(_T.c.name == name)).first()
         return None if row is None else Operator(**row._mapping)
 
     def list(self) -> list[Operator]:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             return [
                 Operator(**row._mapping)
                 for row in connection.execute(select(_T).order_by(_T.c.name))
@@ -75,7 +76,7 @@ class OperatorJournal:
             return bool(connection.execute(_T.delete().where(_T.c.name == name)).rowcount)
 
     def any(self) -> bool:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             return bool(
                 connection.execute(text("SELECT EXISTS (SELECT 1 FROM operators)")).scalar()
             )
@@ -173,7 +174,7 @@ def dismiss_signal(
 def dead_signals_of(engine: Engine, activation_id: uuid.UUID) -> list[uuid.UUID] | None:
     """The activation's claimed signals that are dead now; None if there is no such
     activation."""
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         row = connection.execute(
             text(
                 "SELECT ARRAY(SELECT s.id FROM signals s WHERE s.id = ANY(a.signal_ids) "

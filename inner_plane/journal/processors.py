@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import UUID, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
+from inner_plane.journal.database import reading
 from inner_plane.journal.declarative import Base
 
 
@@ -171,12 +172,12 @@ class ProcessorJournal:
         return _to_processor(row)
 
     def get(self, name: str) -> Processor | None:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             row = connection.execute(select(_T).where(_T.c.name == name)).first()
         return None if row is None else _to_processor(row)
 
     def list(self) -> list[Processor]:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             rows = connection.execute(select(_T).order_by(_T.c.name))
             return [_to_processor(row) for row in rows]
 

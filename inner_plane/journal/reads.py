@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, text
 
 from inner_plane.journal.conversation import EVENT_TEXT_COLUMNS, EventRecord, text_event_record
+from inner_plane.journal.database import reading
 from inner_plane.journal.paging import (
     MAX_LIMIT,
     CursorError,
@@ -112,7 +113,7 @@ def search_signals(
         f"SELECT {_SIGNAL_COLUMNS} FROM signals WHERE {' AND '.join(where)} "  # noqa: S608
         f"ORDER BY {order} LIMIT :limit"
     )
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         rows = connection.execute(query, params).all()
         more = len(rows) > page_limit(limit)
         rows = rows[: page_limit(limit)]
@@ -125,7 +126,7 @@ def search_signals(
 
 
 def get_signal(engine: Engine, signal_id: uuid.UUID) -> dict[str, Any] | None:
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         row = connection.execute(
             text(f"SELECT {_SIGNAL_COLUMNS} FROM signals WHERE id = :id"),  # noqa: S608
             {"id": signal_id},
@@ -174,14 +175,14 @@ def timeline_events(
             f"WHERE delegate_id = :delegate {bound} ORDER BY seq DESC LIMIT :limit) latest "
             "ORDER BY seq"
         )
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         return [text_event_record(row) for row in connection.execute(text(query), params)]
 
 
 def events_by_seq(engine: Engine, seqs: Sequence[int]) -> list[EventRecord]:
     if not seqs:
         return []
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         rows = connection.execute(
             text(
                 f"SELECT {EVENT_TEXT_COLUMNS} FROM conversation_events "  # noqa: S608
@@ -214,7 +215,7 @@ def activations_page(
         "extract(epoch FROM finished_at - started_at) * 1000 AS duration_ms "
         f"FROM activations WHERE delegate_id = :delegate {bound} ORDER BY seq DESC LIMIT :limit"
     )
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         rows = connection.execute(query, params).all()
     more = len(rows) > page_limit(limit)
     rows = rows[: page_limit(limit)]
@@ -228,7 +229,7 @@ def activations_page(
 def activation_detail(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any] | None:
     """The activation, its full claimed batch (as claimed, with each signal's current state and
     history), the composed envelope, its ThoughtFlow and its conversation events."""
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         row = connection.execute(
             text(
                 f"SELECT {ACTIVATION_COLUMNS}, "  # noqa: S608
@@ -329,7 +330,7 @@ def timers_page(
         f"SELECT {_TIMER_COLUMNS} FROM timers WHERE {' AND '.join(where)} "  # noqa: S608
         "ORDER BY created_at DESC, id DESC LIMIT :limit"
     )
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         rows = connection.execute(query, params).all()
     more = len(rows) > page_limit(limit)
     rows = rows[: page_limit(limit)]
@@ -365,7 +366,7 @@ def memories_page(
         f"SELECT {columns}, superseded_by, created_at FROM memories "  # noqa: S608
         f"WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT :limit"
     )
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         rows = connection.execute(query, params).all()
     more = len(rows) > page_limit(limit)
     rows = rows[: page_limit(limit)]
@@ -388,7 +389,7 @@ def processors_page(engine: Engine, cursor: str | None = None, limit: int = 50) 
         f"SELECT {columns}, created_at, rotated_at, revoked_at FROM processors "  # noqa: S608
         f"{bound} ORDER BY name LIMIT :limit"
     )
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         rows = connection.execute(query, params).all()
     more = len(rows) > page_limit(limit)
     rows = rows[: page_limit(limit)]

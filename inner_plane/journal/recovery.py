@@ -12,7 +12,7 @@ import uuid
 
 from sqlalchemy import Engine, text
 
-from inner_plane.journal.database import single_statement
+from inner_plane.journal.database import reading
 from inner_plane.journal.predicates import WAKING, due
 from inner_plane.journal.signals import _to_signal, add_events
 from inner_plane.signals.model import Signal
@@ -31,7 +31,7 @@ class Recovery:
 
     def delegates_to_recover(self) -> list[str]:
         """Delegates with claimed signals or running activations but no live lease."""
-        with single_statement(self.engine) as connection:
+        with reading(self.engine) as connection:
             rows = connection.execute(
                 text(
                     f"""
@@ -48,7 +48,7 @@ class Recovery:
 
     def delegates_to_wake(self, limit: int = 1000) -> list[str]:
         """Delegates with due wake/interrupt signals or queued user turns and no live lease."""
-        with single_statement(self.engine) as connection:
+        with reading(self.engine) as connection:
             rows = connection.execute(
                 text(
                     f"""

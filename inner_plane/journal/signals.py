@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
 from sqlalchemy.sql.dml import ReturningInsert
 
-from inner_plane.journal.database import engine_rows, typed_row
+from inner_plane.journal.database import engine_rows, reading, typed_row
 from inner_plane.journal.signal_record import signal_by_id
 from inner_plane.journal.tables import SIGNALS
 from inner_plane.signals.model import Signal, stored_signal
@@ -295,7 +295,7 @@ class SignalJournal:
             return stored_identities(connection, wanted)
 
     def get(self, signal_id: uuid.UUID) -> Signal | None:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             return signal_by_id(engine_rows(connection), signal_id)
 
     def list(
@@ -332,7 +332,7 @@ class SignalJournal:
             query = query.where(_T.c.state == state)
         if kind is not None:
             query = query.where(_T.c.kind == kind)
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             rows = connection.execute(query).all()
         cursor = int(rows[-1].seq) if len(rows) == limit else None
         return [_to_signal(row) for row in rows], cursor
@@ -341,11 +341,11 @@ class SignalJournal:
         query = select(func.count()).select_from(_T)
         if delegate_id is not None:
             query = query.where(_T.c.delegate_id == delegate_id)
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             return int(connection.execute(query).scalar_one())
 
     def now(self) -> datetime:
         """The database clock (the only clock leases and due times use)."""
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             now: datetime = connection.execute(select(func.now())).scalar_one()
             return now

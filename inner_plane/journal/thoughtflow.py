@@ -27,6 +27,7 @@ from inner_plane.activation import (
     plan_settlement,
 )
 from inner_plane.journal import conversation
+from inner_plane.journal.database import reading
 from inner_plane.journal.declarative import Base
 from inner_plane.signals.model import Signal
 
@@ -236,7 +237,7 @@ def record_params(
 
 
 def get_thoughtflow(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any] | None:
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         row = connection.execute(
             select(_T.c.record, _T.c.created_at).where(_T.c.activation_id == activation_id)
         ).first()
@@ -266,7 +267,7 @@ def list_thoughtflows(
         .order_by(_T.c.created_at.desc())
         .limit(limit)
     )
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         return [
             ThoughtflowSummary(
                 activation_id=str(row.activation_id),

@@ -34,7 +34,7 @@ from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inner_plane.journal.database import single_statement, typed_row
+from inner_plane.journal.database import reading, typed_row
 from inner_plane.journal.declarative import Base
 
 TIMER_STATES = ("active", "done", "cancelled")
@@ -179,7 +179,7 @@ class TimerJournal:
         self.engine = engine
 
     def now(self) -> datetime:
-        with single_statement(self.engine) as connection:
+        with reading(self.engine) as connection:
             value: datetime = connection.execute(select(func.now())).scalar_one()
             return value
 
@@ -213,7 +213,7 @@ class TimerJournal:
             raise
 
     def get(self, timer_id: uuid.UUID) -> TimerRecord | None:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             row = connection.execute(select(TIMERS).where(TIMERS.c.id == timer_id)).first()
         return None if row is None else typed_row(TimerRecord, row)
 
@@ -223,7 +223,7 @@ class TimerJournal:
             TIMERS.c.name == name,
             TIMERS.c.state == "active",
         )
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             row = connection.execute(query).first()
         return None if row is None else typed_row(TimerRecord, row)
 
@@ -235,7 +235,7 @@ class TimerJournal:
             query = query.where(TIMERS.c.delegate_id == delegate_id)
         if not include_finished:
             query = query.where(TIMERS.c.state == "active")
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             return [typed_row(TimerRecord, row) for row in connection.execute(query)]
 
     def cancel(
@@ -258,7 +258,7 @@ class TimerJournal:
     def due_ids(self, now: datetime, limit: int) -> list[uuid.UUID]:
         """The plain indexed query for due timers (beat's check; the benchmark's baseline)."""
         query = select(TIMERS.c.id).where(due_now(now)).order_by(TIMERS.c.next_due).limit(limit)
-        with single_statement(self.engine) as connection:
+        with reading(self.engine) as connection:
             return [row[0] for row in connection.execute(query)]
 
     # Static timers.
@@ -267,5 +267,5 @@ class TimerJournal:
         query = select(STATIC)
         if names is not None:
             query = query.where(STATIC.c.name.in_(list(names)))
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             return {row.name: typed_row(StaticTimerState, row) for row in connection.execute(query)}

@@ -9,6 +9,8 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Engine, RowMapping, text
 
+from inner_plane.journal.database import reading
+
 
 @dataclass(frozen=True)
 class UserTurn:
@@ -87,7 +89,7 @@ class UserTurns:
         self.engine = engine
 
     def get(self, turn_id: uuid.UUID) -> UserTurn | None:
-        with self.engine.connect() as connection:
+        with reading(self.engine) as connection:
             row = connection.execute(
                 text(f"SELECT {', '.join(_COLUMNS)} FROM user_turns WHERE id = :id"),  # noqa: S608
                 {"id": turn_id},

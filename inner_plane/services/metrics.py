@@ -280,10 +280,10 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
     from inner_plane.journal import overview
-    from inner_plane.journal.database import engine_rows
+    from inner_plane.journal.database import engine_rows, reading
 
     try:
-        with engine.connect() as connection:
+        with reading(engine) as connection:
             rows = engine_rows(connection)
             counts = overview.counts(rows)
             lanes = overview.lanes(rows, TOP_DELEGATES)
