@@ -84,7 +84,7 @@ def reading(engine: Engine) -> Connection:
     snapshot even inside a transaction, so a read loses nothing outside one; it saves the BEGIN
     and ROLLBACK round trips, and psycopg forgets a connection's prepared statements at every
     ROLLBACK (the next statements on it would be parsed and planned again)."""
-    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+    return single_statement(engine)
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 The sweeper finds delegates whose claims lost their holder or whose due work has no live lease,
 and expires what is past its time; the operator brings a settled signal back or dismisses a
-waiting one. Each opens its own transaction. "Due" comes from
+waiting one. The reads run in autocommit, each write in a transaction of its own. "Due" comes from
 :mod:`inner_plane.journal.predicates`.
 """
 
