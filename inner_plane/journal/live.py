@@ -26,7 +26,7 @@ import psycopg
 from psycopg.rows import dict_row
 from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
 
-from inner_plane.journal.database import SKIP_FLUSH
+from inner_plane.journal.database import SKIP_FLUSH, single_statement
 
 CHANNEL = "inner_plane_live"
 
@@ -193,7 +193,7 @@ def raise_live_now(
     ids: list[str] | None = None,
 ) -> int:
     """:func:`raise_live` in its own single-statement transaction."""
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+    with single_statement(engine) as connection:
         return _raise(connection, _RAISE_NOW, delegate_id, data, ids)
 
 

@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PgUUID
 from sqlalchemy.sql.dml import ReturningInsert
 
-from inner_plane.journal.database import engine_rows, reading, typed_row
+from inner_plane.journal.database import engine_rows, reading, single_statement, typed_row
 from inner_plane.journal.signal_record import signal_by_id
 from inner_plane.journal.tables import SIGNALS
 from inner_plane.signals.model import Signal, stored_signal
@@ -266,11 +266,8 @@ class SignalJournal:
             return set()
         # Either form is one statement, atomic and committed when it returns: in autocommit it
         # takes one round trip instead of three (BEGIN, INSERT, COMMIT), the publish hot path.
-        with self._single_statement() as connection:
+        with single_statement(self.engine) as connection:
             return insert_rows(connection, rows)
-
-    def _single_statement(self) -> Connection:
-        return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
     def add_events(self, signal_ids: Sequence[uuid.UUID], event: str, reason: str) -> None:
         if not signal_ids:
@@ -282,7 +279,7 @@ class SignalJournal:
         wanted = list(ids)
         if not wanted:
             return set()
-        with self._single_statement() as connection:
+        with single_statement(self.engine) as connection:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
             return set(found.scalars().all())
 
@@ -291,7 +288,7 @@ class SignalJournal:
         wanted = list(ids)
         if not wanted:
             return {}
-        with self._single_statement() as connection:
+        with single_statement(self.engine) as connection:
             return stored_identities(connection, wanted)
 
     def get(self, signal_id: uuid.UUID) -> Signal | None:

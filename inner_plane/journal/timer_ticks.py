@@ -23,7 +23,6 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     ColumnElement,
-    Connection,
     DateTime,
     Engine,
     Select,
@@ -44,7 +43,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
-from inner_plane.journal.database import typed_row
+from inner_plane.journal.database import single_statement, typed_row
 from inner_plane.journal.signals import NewSignal, insert_packed, rows_json
 from inner_plane.journal.timers import STATIC, TIMERS, StaticTimerState, TimerSchedule, due_now
 
@@ -174,12 +173,9 @@ class TickJournal:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def _autocommit(self) -> Connection:
-        return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-
     def due(self, now: datetime, limit: int) -> list[DueTimer]:
         """Up to ``limit`` due dynamic timers, earliest first (the rule: ``timers.due_now``)."""
-        with self._autocommit() as connection:
+        with single_statement(self.engine) as connection:
             found = connection.execute(_DUE, {"now": now, "limit": limit})
             return [typed_row(DueTimer, row) for row in found]
 
@@ -201,7 +197,7 @@ class TickJournal:
             select(*STATIC.c).where(STATIC.c.name.in_(list(names))),
             select(*added.c),
         )
-        with self._autocommit() as connection:
+        with single_statement(self.engine) as connection:
             return [typed_row(StaticTimerState, row) for row in connection.execute(query)]
 
     def advance(
@@ -222,6 +218,6 @@ class TickJournal:
             "keys": [u.key for u in updates],
         }
         statement = _ADVANCE_STATIC if static else _ADVANCE_DYNAMIC
-        with self._autocommit() as connection:
+        with single_statement(self.engine) as connection:
             moved, inserted = connection.execute(statement, params).one()
         return Advanced(set(moved or ()), set(inserted or ()))

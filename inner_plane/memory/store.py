@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import NotRequired, TypedDict
 
 from inner_plane.journal import memories as journal
+from inner_plane.journal.database import reading
 from inner_plane.memory.query import cue_words, query_text
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, get_runtime
@@ -295,6 +296,6 @@ def recall(
 ) -> list[Memory]:
     """Learned memories matching any word of the cue, best first."""
     runtime = runtime or get_runtime()
-    with runtime.engine.connect() as connection:
+    with reading(runtime.engine) as connection:
         rows = journal.recall(connection, delegate_id, query_text(cue_words([cue])), limit)
     return [Memory.from_record(row, row["rank"]) for row in rows]

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from inner_plane.journal.ambient import recent_activity
+from inner_plane.journal.database import reading
 from inner_plane.tools.registry import Tool, ToolContext, ToolError
 
 NAME = "describe_background_activity"
@@ -30,7 +31,7 @@ def _describe(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]
         raise ToolError("since_hours must be between 0 and 2160")
     limit = max(1, min(limit, MAX_LIMIT))
     since = context.activation.now - timedelta(hours=hours)
-    with context.runtime.engine.connect() as connection:
+    with reading(context.runtime.engine) as connection:
         rows = recent_activity(
             connection, context.activation.delegate_id, kind_prefix or None, since, limit
         )

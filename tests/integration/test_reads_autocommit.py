@@ -34,10 +34,31 @@ from inner_plane.journal.recovery import Recovery
 from inner_plane.journal.signals import SignalJournal
 from inner_plane.journal.timers import TimerJournal
 from inner_plane.journal.user_turns import UserTurns
+from inner_plane.memory import recall
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from inner_plane.tools import ToolContext, build_registry
+from tests.support.activations import activation_for
+from tests.support.guard import RecordingGuard
 
 Read = Callable[[Engine, uuid.UUID], object]
+
+
+def _journal_tool(runtime: Runtime) -> Callable[[], object]:
+    """The agent's read-only journal tool, as an activation calls it (the activation is made
+    first, outside what is recorded)."""
+    activation = activation_for(runtime, [])
+    tool = build_registry(runtime).get("describe_background_activity")
+    assert tool is not None
+    context = ToolContext(runtime, activation, frozenset(), RecordingGuard(activation.id), 0)
+    return lambda: tool.handler({}, context)
+
+
+# Reads made in an activation: each prepares its call, which is what is recorded.
+RUNTIME_READS: dict[str, Callable[[Runtime], Callable[[], object]]] = {
+    "agent.journal_tool": _journal_tool,
+    "memory.recall": lambda rt: lambda: recall("jazz", "ops", runtime=rt),
+}
 
 # Every module that reads through `reading`, with an argument of each kind.
 READS: dict[str, Read] = {
@@ -89,13 +110,17 @@ def statuses(runtime: Runtime) -> Iterator[list[tuple[str, pq.TransactionStatus]
     event.remove(runtime.engine, "after_cursor_execute", after_execute)
 
 
-@pytest.mark.parametrize("name", sorted(READS))
+@pytest.mark.parametrize("name", sorted(READS) + sorted(RUNTIME_READS))
 def test_a_read_leaves_no_transaction_open(
     name: str, runtime: Runtime, statuses: list[tuple[str, pq.TransactionStatus]]
 ) -> None:
     signal = publish(kind="task.completed", source="copilot", delegate_id="ops", runtime=runtime)
+    call = RUNTIME_READS[name](runtime) if name in RUNTIME_READS else None
     statuses.clear()
-    READS[name](runtime.engine, signal.id)
+    if call is None:
+        READS[name](runtime.engine, signal.id)
+    else:
+        call()
     assert statuses, f"{name} sent no statement"
     idle = pq.TransactionStatus.IDLE
     open_after = [statement for statement, status in statuses if status != idle]
