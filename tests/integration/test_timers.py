@@ -356,6 +356,53 @@ def test_a_tick_on_the_database_clock_runs_every_statement_in_autocommit(
     assert {status for _, status in statuses} == {pq.TransactionStatus.IDLE}
 
 
+def _tick_statements(rt: Runtime) -> tuple[list[str], int]:
+    """Run a tick on the database clock: the first word of each statement it sent, and how
+    many timers it fired."""
+    words: list[str] = []
+
+    def after_execute(*args: Any) -> None:  # conn, cursor, statement, parameters, context, many
+        words.append(args[2].split(None, 1)[0])
+
+    event.listen(rt.engine, "after_cursor_execute", after_execute)
+    try:
+        report = tick(rt)
+    finally:
+        event.remove(rt.engine, "after_cursor_execute", after_execute)
+    return words, report.fired
+
+
+def _make_due(rt: Runtime, names: list[str]) -> None:
+    with rt.engine.begin() as connection:  # made a minute ago, a moment due a second ago
+        connection.execute(
+            text("UPDATE timers SET created_at = now() - interval '60 s', "
+                 "start_at = now() - interval '1 s', next_due = now() - interval '1 s' "
+                 "WHERE name = ANY(:names)"),
+            {"names": names},
+        )  # fmt: skip
+
+
+def test_a_tick_publishes_one_or_many_due_timers_in_the_same_statements(
+    timers_rt: Runtime,
+) -> None:
+    """Issue 15, point 6: the due timers are published in one bulk statement, so a tick with
+    150 due timers of 15 delegates sends exactly the statements of a tick with one."""
+    names = [f"bulk-{n}" for n in range(150)]
+    for n, name in enumerate(names):
+        spec = {"name": name, "purpose": "Bulk", "every_s": 3600, "delegate_id": f"bulk{n % 15}"}
+        add_timer(spec, runtime=timers_rt)
+    _make_due(timers_rt, names[:1])
+    one, fired_one = _tick_statements(timers_rt)
+    _make_due(timers_rt, names[1:])
+    many, fired_many = _tick_statements(timers_rt)
+
+    assert (fired_one, fired_many) == (1, 149)
+    # The clock, the static timers' states, the due read and the one write, either way.
+    assert one == many == ["SELECT", "WITH", "SELECT", "WITH"]
+    published = {s["timer"] for s in timer_signals(timers_rt) if s["timer"] in set(names)}
+    assert published == set(names)
+
+
 def test_leader_lock_skips_a_redundant_tick(runtime: Runtime) -> None:
     settings = build_settings(
         database_url=runtime.settings.database_url,
