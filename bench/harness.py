@@ -13,6 +13,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,6 +82,20 @@ def verdict(value: float, target: float, higher_is_better: bool = True) -> str:
     return f"(target {sign} {target}: " + ("met)" if met else "MISSED)")
 
 
+def host_loop_ms() -> float:
+    """The fastest of three runs of a fixed pure-Python loop (a million additions), in ms: how
+    fast this host runs the interpreter, to weigh absolute milliseconds measured on different
+    hosts (shared hosts here have differed by two to three times; ratios need no such help)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for n in range(1_000_000):
+            total += n
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1000, 1)
+
+
 def machine() -> dict[str, Any]:
     """What the figures ran on, so a reader can weigh them."""
     load1, _, _ = os.getloadavg()
@@ -88,6 +103,7 @@ def machine() -> dict[str, Any]:
         "machine": f"{os.cpu_count()} cores, shared; {platform.machine()} {platform.system()}",
         "python": platform.python_version(),
         "loadavg_1m_at_end": round(load1, 2),
+        "host_loop_ms": host_loop_ms(),
         "quick": QUICK,
     }
 

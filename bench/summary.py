@@ -147,6 +147,17 @@ def table(results: dict[str, tuple[int, dict[str, Any] | None]]) -> list[str]:
             f"load average (1 min) at the end of each, on {os.cpu_count()} shared cores: "
             + ", ".join(f"{name} {value}" for name, value in loads.items())
         )
+    speeds = {
+        name: figures.get("host_loop_ms")
+        for name, (_, figures) in results.items()
+        if figures is not None and figures.get("host_loop_ms") is not None
+    }
+    if speeds:
+        # Absolute milliseconds scale with it; compare them between runs only at like speeds.
+        out.append(
+            "host speed, a million Python additions in ms (lower is faster): "
+            + ", ".join(f"{name} {value}" for name, value in speeds.items())
+        )
     return out
 
 
