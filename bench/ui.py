@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 import psycopg
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from bench import harness
 from bench.harness import QUICK, ROOT, median, p99, ratio, summary, verdict
@@ -105,6 +105,16 @@ def measure_live(runtime: Runtime, base: str) -> dict[str, Any]:
                 for _note in conn.notifies(timeout=1.0, stop_after=1):
                     notify_at.append(time.time())
 
+    # The moment each insert committed: it runs in autocommit, so its answer means committed.
+    # publish() returns later, after its post-commit logging; timing its return would shift both
+    # series by that work and shrink the NOTIFY floor (below zero at p50 on a slow host).
+    commit_at = [0.0]
+
+    def after_execute(*args: Any) -> None:  # conn, cursor, statement, parameters, context, many
+        if args[2].startswith("INSERT INTO signals"):
+            commit_at[0] = time.time()
+
+    event.listen(runtime.engine, "after_cursor_execute", after_execute)
     threads = [threading.Thread(target=sse, daemon=True), threading.Thread(target=listen)]
     for thread in threads:
         thread.start()
@@ -120,9 +130,10 @@ def measure_live(runtime: Runtime, base: str) -> dict[str, Any]:
             kind="external.bench.tick", source="bench", mode="ambient", data={"n": n},
             runtime=runtime,
         )  # fmt: skip
-        committed[str(result.id)] = time.time()
+        committed[str(result.id)] = commit_at[0]
         order.append(str(result.id))
     done.set()
+    event.remove(runtime.engine, "after_cursor_execute", after_execute)
     for thread in threads:
         thread.join(30)
     live_ms = [(sse_at[i] - committed[i]) * 1000 for i in order if i in sse_at]
