@@ -137,27 +137,20 @@ def table(results: dict[str, tuple[int, dict[str, Any] | None]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     out = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     out.insert(1, "  ".join("-" * w for w in widths))
-    loads = {
-        name: figures.get("loadavg_1m_at_end")
-        for name, (_, figures) in results.items()
-        if figures is not None and figures.get("loadavg_1m_at_end") is not None
-    }
-    if loads:
-        out.append(
-            f"load average (1 min) at the end of each, on {os.cpu_count()} shared cores: "
-            + ", ".join(f"{name} {value}" for name, value in loads.items())
-        )
-    speeds = {
-        name: figures.get("host_loop_ms")
-        for name, (_, figures) in results.items()
-        if figures is not None and figures.get("host_loop_ms") is not None
-    }
-    if speeds:
-        # Absolute milliseconds scale with it; compare them between runs only at like speeds.
-        out.append(
-            "host speed, a million Python additions in ms (lower is faster): "
-            + ", ".join(f"{name} {value}" for name, value in speeds.items())
-        )
+    # What each ran on, one line per figure: the load, and the host's speed (absolute
+    # milliseconds scale with it; compare them between runs only at like speeds).
+    for key, label in (
+        ("loadavg_1m_at_end", f"load average (1 min) at the end of each, on {os.cpu_count()} "
+                              "shared cores"),
+        ("host_loop_ms", "host speed, a million Python additions in ms (lower is faster)"),
+    ):  # fmt: skip
+        each = [
+            f"{name} {figures[key]}"
+            for name, (_, figures) in results.items()
+            if figures is not None and figures.get(key) is not None
+        ]
+        if each:
+            out.append(f"{label}: " + ", ".join(each))
     return out
 
 
