@@ -325,20 +325,24 @@ def test_redelivered_tick_after_a_crash_is_deduplicated(timers_rt: Runtime, cont
     assert context_log.lines("deduplicated")
 
 
+def _make_due(rt: Runtime, names: list[str]) -> None:
+    with rt.engine.begin() as connection:  # made a minute ago, a moment due a second ago
+        connection.execute(
+            text("UPDATE timers SET created_at = now() - interval '60 s', "
+                 "start_at = now() - interval '1 s', next_due = now() - interval '1 s' "
+                 "WHERE name = ANY(:names)"),
+            {"names": names},
+        )  # fmt: skip
+
+
 def test_a_tick_on_the_database_clock_runs_every_statement_in_autocommit(
     timers_rt: Runtime,
 ) -> None:
     """No statement of a tick opens a transaction: nothing is held while the tick decides, and
     no ROLLBACK at check-in makes psycopg forget the connection's prepared statements (the tick's
     write would be parsed and planned again on every tick)."""
-    info = add_timer({"name": "pulse", "purpose": "Pulse", "every_s": 60}, runtime=timers_rt)
-    with timers_rt.engine.begin() as connection:  # made a minute ago, a moment due a second ago
-        connection.execute(
-            text("UPDATE timers SET created_at = now() - interval '60 s', "
-                 "start_at = now() - interval '1 s', next_due = now() - interval '1 s' "
-                 "WHERE id = :id"),
-            {"id": info.id},
-        )  # fmt: skip
+    add_timer({"name": "pulse", "purpose": "Pulse", "every_s": 60}, runtime=timers_rt)
+    _make_due(timers_rt, ["pulse"])
     statuses: list[tuple[str, pq.TransactionStatus]] = []
 
     def after_execute(*args: Any) -> None:  # conn, cursor, statement, parameters, context, many
@@ -372,21 +376,11 @@ def _tick_statements(rt: Runtime) -> tuple[list[str], int]:
     return words, report.fired
 
 
-def _make_due(rt: Runtime, names: list[str]) -> None:
-    with rt.engine.begin() as connection:  # made a minute ago, a moment due a second ago
-        connection.execute(
-            text("UPDATE timers SET created_at = now() - interval '60 s', "
-                 "start_at = now() - interval '1 s', next_due = now() - interval '1 s' "
-                 "WHERE name = ANY(:names)"),
-            {"names": names},
-        )  # fmt: skip
-
-
 def test_a_tick_publishes_one_or_many_due_timers_in_the_same_statements(
     timers_rt: Runtime,
 ) -> None:
     """Issue 15, point 6: the due timers are published in one bulk statement, so a tick with
-    150 due timers of 15 delegates sends exactly the statements of a tick with one."""
+    149 due timers of 15 delegates sends exactly the statements of a tick with one."""
     names = [f"bulk-{n}" for n in range(150)]
     for n, name in enumerate(names):
         spec = {"name": name, "purpose": "Bulk", "every_s": 3600, "delegate_id": f"bulk{n % 15}"}
