@@ -26,7 +26,7 @@ def timers_due() -> bool:
     """Whether any timer, static or dynamic, has a moment due now (the database clock). Beat asks
     this every tick period and sends the tick task only when something is due, so an idle tick
     costs two indexed queries in beat and leaves no message, log line or Flower entry."""
-    from inner_plane.journal.timers import TimerJournal
+    from inner_plane.journal.timers.store import TimerJournal
     from inner_plane.runtime import get_runtime
     from inner_plane.timers.spec import EPOCH
     from inner_plane.timers.tick import static_timers

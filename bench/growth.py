@@ -64,9 +64,11 @@ from inner_plane import logs
 from inner_plane.activation import Activation, AgentResult, Disposition, Settlement, Trigger
 from inner_plane.composer.compose import ContextComposer, Limits
 from inner_plane.config import build_settings
-from inner_plane.journal import conversation, database, plain, thoughtflow
-from inner_plane.journal.claims import due_window, has_work
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal import database, plain
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation import thoughtflow
+from inner_plane.journal.lane.claims import due_window, has_work
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep

@@ -27,7 +27,7 @@ from typing import Any
 from bench.harness import QUICK, summary
 from bench.workers import lane_env, run_alone, running, send_user_turn, wait
 from inner_plane.config import Settings
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.processes import ChildProcess, celery_worker

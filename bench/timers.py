@@ -39,7 +39,7 @@ from bench import harness
 from bench.harness import QUICK, median, p99, ratio
 from inner_plane import logs
 from inner_plane.config import build_settings
-from inner_plane.journal.timers import TimerJournal, TimerRow
+from inner_plane.journal.timers.store import TimerJournal, TimerRow
 from inner_plane.runtime import build_runtime, redis_client, set_runtime
 from inner_plane.signals.kinds import KindRegistry
 from inner_plane.timers import Cron, Interval, tick

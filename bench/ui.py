@@ -34,7 +34,7 @@ from sqlalchemy import event, text
 from bench import harness
 from bench.harness import QUICK, ROOT, median, p99, ratio, summary, verdict
 from inner_plane.config import build_settings
-from inner_plane.journal import live
+from inner_plane.journal.operator import live
 from inner_plane.journal.plain import libpq_url
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime

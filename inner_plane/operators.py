@@ -14,8 +14,8 @@ import uuid
 
 from inner_plane import logs
 from inner_plane.attention.wakes import schedule_wake
-from inner_plane.journal import operators as journal
-from inner_plane.journal.operators import Operator, OperatorExists, OperatorJournal
+from inner_plane.journal.operator import operators as journal
+from inner_plane.journal.operator.operators import Operator, OperatorExists, OperatorJournal
 from inner_plane.runtime import Runtime
 from inner_plane.sources import credentials
 

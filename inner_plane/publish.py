@@ -20,7 +20,7 @@ import redis
 
 from inner_plane import logs, redis_keys
 from inner_plane.attention.wakes import wake_on_publish
-from inner_plane.journal.signals import NewSignal, SignalIdentity
+from inner_plane.journal.signals.store import NewSignal, SignalIdentity
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.ids import derive_signal_id
 from inner_plane.signals.kinds import KindRegistry, settle

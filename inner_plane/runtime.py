@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from inner_plane.config import Settings, load_settings
 from inner_plane.journal.database import check_schema, get_engine
-from inner_plane.journal.signals import SignalJournal
+from inner_plane.journal.signals.store import SignalJournal
 from inner_plane.signals.kinds import KindRegistry, default_registry
 
 if TYPE_CHECKING:

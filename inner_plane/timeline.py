@@ -14,8 +14,8 @@ from typing import Any, Literal, TypedDict
 
 from sqlalchemy import Engine
 
-from inner_plane.journal import conversation as events
-from inner_plane.journal import live
+from inner_plane.journal.conversation import events
+from inner_plane.journal.operator import live
 
 LABELS = {
     events.USER_MESSAGE: "User",

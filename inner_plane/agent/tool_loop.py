@@ -28,7 +28,7 @@ from inner_plane.agent.model_calls import (
     tool_output,
 )
 from inner_plane.agent.port import StepGuard
-from inner_plane.journal.leases import LeaseLost
+from inner_plane.journal.lane.leases import LeaseLost
 from inner_plane.runtime import Runtime
 from inner_plane.tools import ToolContext, ToolRegistry
 

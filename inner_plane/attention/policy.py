@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from inner_plane.journal.claims import DueWindow
+from inner_plane.journal.lane.claims import DueWindow
 
 HOUR = 3600.0
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from inner_plane.cli.common import fail, print_json, require_plane, runtime
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.user_turns import user_turn
 from inner_plane.signals.model import SignalError
 

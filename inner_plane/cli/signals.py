@@ -189,8 +189,8 @@ def show_signal(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one signal with its full record."""
-    from inner_plane.journal.signal_events import events_of
-    from inner_plane.journal.signal_record import signal_by_id
+    from inner_plane.journal.signals.events import events_of
+    from inner_plane.journal.signals.record import signal_by_id
 
     parsed = _parse_id(signal_id)
     with journal_rows("signals show") as rows:
@@ -227,7 +227,7 @@ def retry_signal(signal_id: Annotated[str, typer.Argument(metavar="ID")]) -> Non
     """Bring a dead, dismissed or expired signal back to pending with fresh attempts."""
     from inner_plane import logs
     from inner_plane.attention.wakes import schedule_wake
-    from inner_plane.journal.lane_view import ActivationJournal
+    from inner_plane.journal.operator.lane_view import ActivationJournal
 
     journal = ActivationJournal(runtime().engine)
     signal = journal.retry_signal(_parse_id(signal_id))
@@ -245,7 +245,7 @@ def dismiss_signal(
     reason: Annotated[str, typer.Option("--reason")] = "dismissed by operator",
 ) -> None:
     """Settle a pending or dead signal as dismissed."""
-    from inner_plane.journal.lane_view import ActivationJournal
+    from inner_plane.journal.operator.lane_view import ActivationJournal
 
     journal = ActivationJournal(runtime().engine)
     signal = journal.dismiss_signal(_parse_id(signal_id), reason)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from inner_plane.cli.common import fail, print_json, runtime
-from inner_plane.journal.thoughtflow import get_thoughtflow, list_thoughtflows
+from inner_plane.journal.conversation.thoughtflow import get_thoughtflow, list_thoughtflows
 
 thoughtflow_app = typer.Typer(
     help="What each activation saw, decided and did.", no_args_is_help=True

@@ -32,12 +32,13 @@ from inner_plane.composer.budget import (
 )
 from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
-from inner_plane.journal import conversation, live
-from inner_plane.journal.ambient import AmbientSignal
-from inner_plane.journal.context import HistoryMessage
-from inner_plane.journal.context import snapshot as context_snapshot
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation.context import HistoryMessage
+from inner_plane.journal.conversation.context import snapshot as context_snapshot
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.memories import MemoryRecord, RecalledMemory
+from inner_plane.journal.operator import live
+from inner_plane.journal.signals.ambient import AmbientSignal
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
 from inner_plane.timeline import message_text

@@ -2,7 +2,8 @@
 rows it points at, and fan them out to server-sent-event streams.
 
 One thread per process holds the LISTEN connection and the process's position in the log; each
-notification makes it read what became visible (see :mod:`inner_plane.journal.live` for why that
+notification makes it read what became visible (see :mod:`inner_plane.journal.operator.live` for
+why that
 read never skips a row) and hand the events to every subscriber's asyncio queue. A stream that
 resumes with ``Last-Event-ID`` first reads the log from its own position, then continues with
 the shared events, skipping what it already sent.
@@ -24,9 +25,9 @@ from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane import logs
-from inner_plane.journal import live
 from inner_plane.journal.database import reading
-from inner_plane.journal.live import LiveEvent, Position
+from inner_plane.journal.operator import live
+from inner_plane.journal.operator.live import LiveEvent, Position
 from inner_plane.journal.plain import libpq_url
 
 SAFETY_POLL_S = 1.0  # read the log even without a notification (a lost LISTEN connection)

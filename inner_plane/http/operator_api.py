@@ -23,7 +23,7 @@ from inner_plane.http.operator_calls import OPERATOR_ERRORS, OperatorCalls
 from inner_plane.http.operator_delegates import add_activation_routes, add_delegate_routes
 from inner_plane.http.operator_signals import add_signal_routes
 from inner_plane.http.operator_timers_memories import add_memory_routes, add_timer_routes
-from inner_plane.journal.live import Position
+from inner_plane.journal.operator.live import Position
 from inner_plane.runtime import Runtime
 from inner_plane.sources import errors
 

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from inner_plane import operators
 from inner_plane.http.operator_auth import Caller, OperatorGate
-from inner_plane.journal import reads
+from inner_plane.journal.operator import reads
 from inner_plane.runtime import Runtime
 from inner_plane.sources import errors
 from inner_plane.sources.errors import AsciiJSONResponse

@@ -24,7 +24,7 @@ from inner_plane.http.operator_calls import (
     page_route,
     parse_uuid,
 )
-from inner_plane.journal import reads
+from inner_plane.journal.operator import reads
 from inner_plane.runtime import Runtime
 from inner_plane.sources import errors
 from inner_plane.sources.errors import ApiError

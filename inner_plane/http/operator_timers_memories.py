@@ -19,7 +19,7 @@ from inner_plane.http.operator_calls import (
     page_route,
     parse_uuid,
 )
-from inner_plane.journal import reads
+from inner_plane.journal.operator import reads
 from inner_plane.runtime import Runtime
 from inner_plane.sources import errors
 from inner_plane.sources.errors import ApiError
@@ -57,7 +57,7 @@ def add_timer_routes(router: APIRouter, calls: OperatorCalls) -> None:
         def work(rt: Runtime, operator: str) -> Any:
             done = operators.cancel_timer(rt, key, operator)
             if done is None:
-                from inner_plane.journal.timers import TimerJournal
+                from inner_plane.journal.timers.store import TimerJournal
 
                 if TimerJournal(rt.engine).get(key) is None:
                     raise ApiError(404, "not_found", "no such timer")

@@ -25,8 +25,8 @@ from inner_plane import operators
 from inner_plane import timeline as timeline_view
 from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
 from inner_plane.http.ui_views import charts, entry_view, pretty, signal_view
-from inner_plane.journal import delegates as delegate_reads
-from inner_plane.journal import reads
+from inner_plane.journal.operator import delegates as delegate_reads
+from inner_plane.journal.operator import reads
 from inner_plane.runtime import Runtime
 from inner_plane.sources.errors import ApiError
 from inner_plane.sources.intake import JOURNAL_DOWN

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from inner_plane.journal import conversation as events
+from inner_plane.journal.conversation import events
 from inner_plane.timeline import TimelineEntry
 
 # Entries that are internal context operations, not wake signals: the seed's "Inner Plane" label.

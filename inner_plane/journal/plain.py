@@ -3,7 +3,7 @@ version a database is at, and rows as mappings from either kind of connection.
 
 `inner-plane status` reads the journal through a plain libpq connection made here, so it starts
 without loading SQLAlchemy (about 130 ms of a command that should answer at once). The queries
-it runs are the journal's own (:mod:`inner_plane.journal.overview`), written once in the
+it runs are the journal's own (:mod:`inner_plane.journal.operator.overview`), written once in the
 driver's parameter style, and the engine-based readers (/metrics) run the same text through
 :func:`inner_plane.journal.database.engine_rows`. An import contract keeps SQLAlchemy out of
 this module and of ``overview``.

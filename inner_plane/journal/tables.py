@@ -157,7 +157,8 @@ LEASES = Table(
     Column("holder", Text),
     Column("expires_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    # The holder keeps a session-level advisory lock (journal/leases.py): takeable once it is free.
+    # The holder keeps a session-level advisory lock (journal/lane/leases.py): takeable once it
+    # is free.
     Column("liveness_lock", Boolean, nullable=False, server_default=text("false")),
 )
 

@@ -16,9 +16,9 @@ from inner_plane.activation import AgentResult, Preempted, WorkingContext
 from inner_plane.activation.storable import storable_result, storable_text
 from inner_plane.agent.port import BaseAgent, Composer
 from inner_plane.config import Settings
-from inner_plane.journal import claims
 from inner_plane.journal.database import single_statement
-from inner_plane.journal.leases import LeaseLost, fence
+from inner_plane.journal.lane import claims
+from inner_plane.journal.lane.leases import LeaseLost, fence
 from inner_plane.lane import finish
 from inner_plane.lane.guard import LaneGuard
 from inner_plane.lane.records import Step, Transaction, activation_fields, log_quarantined

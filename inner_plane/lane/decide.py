@@ -1,6 +1,6 @@
 """The lane's decisions, as pure functions of what the due-window query read (no I/O).
 
-The runner reads one :class:`~inner_plane.journal.claims.DueWindow` per step, asks these
+The runner reads one :class:`~inner_plane.journal.lane.claims.DueWindow` per step, asks these
 functions what to do, and carries the answer out:
 
 - :func:`takes_user_turn`: whether to take a queued user turn now (a permitted interrupt goes
@@ -23,7 +23,7 @@ from datetime import datetime
 from inner_plane.activation import Trigger
 from inner_plane.attention.policy import budget_frees_at, wait_before_claim
 from inner_plane.config import Settings
-from inner_plane.journal.claims import DueWindow, SafePointCheck
+from inner_plane.journal.lane.claims import DueWindow, SafePointCheck
 
 # Rescheduling beyond this is left to the sweeper: Celery countdowns must stay far below the
 # broker's visibility timeout or Redis redelivers them in a loop.

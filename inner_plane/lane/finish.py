@@ -2,7 +2,7 @@
 plan applied), pre-empted (claims returned, the user turn re-queued), or failed (bounded retry
 with backoff, then dead). The activation row is closed fenced, in the one statement that also
 writes the settlements, the turn's end, the ThoughtFlow and the conversation events
-(:func:`inner_plane.journal.closing.close_activation`), so a stale holder's transaction rolls
+(:func:`inner_plane.journal.lane.closing.close_activation`), so a stale holder's transaction rolls
 back whole."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from inner_plane.activation import (
     plan_settlement,
 )
 from inner_plane.config import Settings
-from inner_plane.journal import claims, conversation
-from inner_plane.journal.closing import TurnEnd, close_activation
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.lane import claims
+from inner_plane.journal.lane.closing import TurnEnd, close_activation
 from inner_plane.lane.records import Step, Transaction, activation_fields, entry
 
 

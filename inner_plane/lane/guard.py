@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from inner_plane.activation import Preempted, Trigger
-from inner_plane.journal.claims import safe_point_check
-from inner_plane.journal.leases import LeaseLost, Leases
+from inner_plane.journal.lane.claims import safe_point_check
+from inner_plane.journal.lane.leases import LeaseLost, Leases
 from inner_plane.lane.decide import preemption
 from inner_plane.runtime import Runtime
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from inner_plane import logs
-from inner_plane.journal.lane_notices import LaneNotice, listen
+from inner_plane.journal.lane.notices import LaneNotice, listen
 
 
 class LaneNotices:

@@ -10,8 +10,9 @@ import uuid
 from inner_plane import logs
 from inner_plane.activation import Activation, UserMessage
 from inner_plane.config import Settings
-from inner_plane.journal import activations, claims, conversation, user_turns
-from inner_plane.journal.leases import LeaseLost
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.lane import activations, claims, user_turns
+from inner_plane.journal.lane.leases import LeaseLost
 from inner_plane.lane import decide
 from inner_plane.lane.records import Step, Transaction, activation_fields, entry, log_quarantined
 

@@ -1,6 +1,6 @@
 """What an activation leaves behind besides its settlements: its conversation entries, and the
 fields every log line of an activation carries. Written in the activation's fenced
-transactions (the closing ones with the ThoughtFlow, :mod:`inner_plane.journal.closing`), so a
+transactions (the closing ones with the ThoughtFlow, :mod:`inner_plane.journal.lane.closing`), so a
 stale holder records nothing."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from sqlalchemy import Connection
 
 from inner_plane import logs
 from inner_plane.activation import Activation, WorkingContext
-from inner_plane.journal import claims, conversation
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.lane import claims
 
 # A fenced transaction of the lane run (its own connection; see ``Lane._transaction``).
 Transaction = Callable[[], AbstractContextManager[Connection]]

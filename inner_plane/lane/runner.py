@@ -31,9 +31,9 @@ from sqlalchemy import Connection
 from inner_plane import logs, redis_keys
 from inner_plane.agent.port import BaseAgent, Composer
 from inner_plane.attention.wakes import clear_debounce, send_activate
-from inner_plane.journal import claims, user_turns
 from inner_plane.journal.database import single_statement
-from inner_plane.journal.leases import LeaseLost, Leases, fence
+from inner_plane.journal.lane import claims, user_turns
+from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
 from inner_plane.lane import decide
 from inner_plane.lane.activate import Activator
 from inner_plane.lane.guard import Heartbeat

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from inner_plane import logs
 from inner_plane.attention.wakes import send_activate
-from inner_plane.journal.recovery import Recovery
+from inner_plane.journal.lane.recovery import Recovery
 from inner_plane.runtime import Runtime
 
 

@@ -6,7 +6,7 @@ import uuid
 
 from inner_plane import logs
 from inner_plane.attention.wakes import send_activate
-from inner_plane.journal.user_turns import UserTurns
+from inner_plane.journal.lane.user_turns import UserTurns
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
 

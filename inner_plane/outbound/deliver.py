@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from inner_plane import logs
 from inner_plane.activation import Activation, Disposition, Settlement
-from inner_plane.journal import notifications
+from inner_plane.journal.lane import notifications
 from inner_plane.outbound.channels import Channel, ChannelError, Message
 from inner_plane.runtime import Runtime
 

@@ -279,8 +279,8 @@ def families(
 def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
-    from inner_plane.journal import overview
     from inner_plane.journal.database import engine_rows, reading
+    from inner_plane.journal.operator import overview
 
     try:
         with reading(engine) as connection:

@@ -85,7 +85,8 @@ class Targets:
 
 def _database(report: Report, targets: Targets) -> bool:
     # A libpq connection, not an engine: the command starts without loading SQLAlchemy.
-    from inner_plane.journal import overview, plain
+    from inner_plane.journal import plain
+    from inner_plane.journal.operator import overview
 
     url = targets.settings.database_url
     assert url is not None

@@ -13,7 +13,12 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection
 
 from inner_plane import logs
-from inner_plane.journal.timers import StaticTimerState, TimerJournal, TimerNameTaken, TimerRecord
+from inner_plane.journal.timers.store import (
+    StaticTimerState,
+    TimerJournal,
+    TimerNameTaken,
+    TimerRecord,
+)
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.timers.schedule import Interval, Once
 from inner_plane.timers.spec import EPOCH, TimerError, TimerSpec

@@ -4,7 +4,7 @@ per moment.
 Beat runs it every ``INNER_PLANE_TIMERS_TICK_S`` seconds on the ``periodic`` queue. Correctness
 does not depend on there being one beat or one tick at a time: a batch's cursors move only where
 they still stand as read, in the statement that journals their moments' signals
-(``journal.timer_ticks``), and each moment's signal has the dedup key
+(``journal.timers.ticks``), and each moment's signal has the dedup key
 ``timer:{name}:{scheduled_for}``, so the journal keeps one. A short Redis lock only spares the
 work of redundant ticks when two beats run.
 """
@@ -22,8 +22,8 @@ from typing import Any
 import redis
 
 from inner_plane import logs, redis_keys
-from inner_plane.journal.timer_ticks import CursorUpdate, DueTimer, TickJournal
-from inner_plane.journal.timers import TimerJournal, TimerSchedule
+from inner_plane.journal.timers.store import TimerJournal, TimerSchedule
+from inner_plane.journal.timers.ticks import CursorUpdate, DueTimer, TickJournal
 from inner_plane.publish import DraftRows, SignalDraft, validate
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.ids import derive_signal_id

@@ -9,8 +9,8 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from inner_plane.journal.ambient import recent_activity
 from inner_plane.journal.database import reading
+from inner_plane.journal.signals.ambient import recent_activity
 from inner_plane.tools.registry import Tool, ToolContext, ToolError
 
 NAME = "describe_background_activity"

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection
 
 from inner_plane.activation import Activation, Settlement
-from inner_plane.journal import leases
+from inner_plane.journal.lane import leases
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import PublishResult

@@ -22,8 +22,8 @@ from inner_plane.agent.minimal_composer import MinimalComposer
 from inner_plane.agent.scripted import ScriptedAgent
 from inner_plane.attention.wakes import send_activate
 from inner_plane.celery_bridge import is_amqp
-from inner_plane.journal.activations import ActivationRecord
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.lane.activations import ActivationRecord
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep
 from inner_plane.lane.user_turns import user_turn

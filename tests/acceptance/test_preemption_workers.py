@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from inner_plane import celery_bridge
-from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.journal.thoughtflow import get_thoughtflow
+from inner_plane.journal.conversation.thoughtflow import get_thoughtflow
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.user_turns import TURN_NAMESPACE
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime

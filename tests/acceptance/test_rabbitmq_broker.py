@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import text
 
 from inner_plane import celery_bridge
-from inner_plane.journal.activations import ActivationRecord
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.lane.activations import ActivationRecord
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.sweeper import sweep
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime

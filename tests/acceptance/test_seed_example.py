@@ -22,8 +22,8 @@ from sqlalchemy import text
 
 from inner_plane import celery_bridge
 from inner_plane.attention.wakes import send_activate
-from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.journal.notifications import sent_to
+from inner_plane.journal.lane.notifications import sent_to
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.user_turns import TURN_NAMESPACE
 from inner_plane.memory.store import remember
 from inner_plane.runtime import Runtime

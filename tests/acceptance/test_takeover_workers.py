@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from inner_plane import celery_bridge
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import State

@@ -19,7 +19,7 @@ from sqlalchemy import text
 
 from inner_plane import celery_bridge as names
 from inner_plane.celery_bridge import sender
-from inner_plane.journal.timers import TimerJournal
+from inner_plane.journal.timers.store import TimerJournal
 from inner_plane.runtime import Runtime
 from inner_plane.timers import add_timer, get_timer, list_timers
 from tests.support.beat import TICK_SENT, celery_beat, start_celery_beat
@@ -251,8 +251,8 @@ def test_timer_wake_carries_identity_time_recurrence_and_purpose_into_the_compos
     module_dir: Path,
     beats: list[ChildProcess],
 ) -> None:
-    from inner_plane.journal.lane_view import ActivationJournal
-    from inner_plane.journal.thoughtflow import get_thoughtflow
+    from inner_plane.journal.conversation.thoughtflow import get_thoughtflow
+    from inner_plane.journal.operator.lane_view import ActivationJournal
     from inner_plane.memory.store import remember
 
     # Learned intent lives in memory; the timer itself only says that its moment is due.

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from inner_plane.journal import conversation
+from inner_plane.journal.conversation import events as conversation
 from inner_plane.runtime import Runtime
 
 

@@ -14,11 +14,12 @@ import pytest
 from sqlalchemy import Connection, text
 
 from inner_plane.activation import SignalOutcome
-from inner_plane.journal import activations, claims, conversation
-from inner_plane.journal.closing import TurnEnd, close_activation
-from inner_plane.journal.leases import LeaseLost, Leases, fence
-from inner_plane.journal.recovery import Recovery
-from inner_plane.journal.thoughtflow import get_thoughtflow
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation.thoughtflow import get_thoughtflow
+from inner_plane.journal.lane import activations, claims
+from inner_plane.journal.lane.closing import TurnEnd, close_activation
+from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
+from inner_plane.journal.lane.recovery import Recovery
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.activations import activation_for

@@ -22,8 +22,8 @@ from inner_plane.activation import (
 from inner_plane.agent.minimal_composer import MinimalComposer
 from inner_plane.agent.port import StepGuard
 from inner_plane.agent.scripted import ScriptedAgent
-from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.journal.leases import LeaseLost, Leases, fence
+from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep
 from inner_plane.publish import publish, publish_many

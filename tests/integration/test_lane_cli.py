@@ -11,7 +11,7 @@ from inner_plane.agent.minimal_composer import MinimalComposer
 from inner_plane.agent.scripted import ScriptedAgent
 from inner_plane.cli import app
 from inner_plane.cli import common as cli_common
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime

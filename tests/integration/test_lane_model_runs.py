@@ -14,8 +14,8 @@ import pytest
 
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
-from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.journal.thoughtflow import get_thoughtflow
+from inner_plane.journal.conversation.thoughtflow import get_thoughtflow
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.runner import Lane, LaneOutcome
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from inner_plane.journal.lane_notices import INTERRUPT, USER_TURN, LaneNotice, listen
+from inner_plane.journal.lane.notices import INTERRUPT, USER_TURN, LaneNotice, listen
 from inner_plane.lane.notices import LaneNotices
 from inner_plane.lane.user_turns import user_turn
 from inner_plane.publish import publish, publish_many

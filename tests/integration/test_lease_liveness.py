@@ -9,7 +9,7 @@ import threading
 import pytest
 from sqlalchemy import text
 
-from inner_plane.journal.leases import LeaseLost, Leases, fence
+from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
 from inner_plane.runtime import Runtime
 
 

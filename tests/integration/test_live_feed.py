@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from inner_plane.http.app import create_app
-from inner_plane.journal import live
+from inner_plane.journal.operator import live
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.api_server import SseReader, serving

@@ -22,7 +22,7 @@ from inner_plane.agent.openai_responses import OpenAIResponsesAgent
 from inner_plane.agent.tool_loop import ToolLoopAgent
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
-from inner_plane.journal.leases import LeaseLost
+from inner_plane.journal.lane.leases import LeaseLost
 from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime

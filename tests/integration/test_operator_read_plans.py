@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-from inner_plane.journal import delegates as delegate_reads
-from inner_plane.journal import live, reads
-from inner_plane.journal.live import Position
+from inner_plane.journal.operator import delegates as delegate_reads
+from inner_plane.journal.operator import live, reads
+from inner_plane.journal.operator.live import Position
 from inner_plane.runtime import Runtime
 
 GROWING = (

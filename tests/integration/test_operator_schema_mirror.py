@@ -8,11 +8,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
-import inner_plane.journal.conversation
+import inner_plane.journal.conversation.events
+import inner_plane.journal.conversation.thoughtflow
 import inner_plane.journal.memories
 import inner_plane.journal.processors
-import inner_plane.journal.thoughtflow
-import inner_plane.journal.timers  # noqa: F401 - they define tables on Base
+import inner_plane.journal.timers.store  # noqa: F401 - they define tables on Base
 from inner_plane.journal import database
 from inner_plane.journal.tables import METADATA
 from tests.support.stores import Stores

@@ -14,8 +14,8 @@ from sqlalchemy import text
 
 from inner_plane.activation import Disposition, Settlement
 from inner_plane.config import ConfigError, build_settings
-from inner_plane.journal.leases import LeaseLost, Leases
-from inner_plane.journal.notifications import sent_to
+from inner_plane.journal.lane.leases import LeaseLost, Leases
+from inner_plane.journal.lane.notifications import sent_to
 from inner_plane.memory.store import recall
 from inner_plane.outbound.channels import (
     IDEMPOTENCY_HEADER,

@@ -23,11 +23,13 @@ from sqlalchemy import Engine, event, text
 
 from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.composer.compose import ContextComposer
-from inner_plane.journal import conversation, reads, thoughtflow
-from inner_plane.journal.context import snapshot
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation import thoughtflow
+from inner_plane.journal.conversation.context import snapshot
+from inner_plane.journal.operator import reads
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
-from inner_plane.journal.timers import TimerJournal
+from inner_plane.journal.timers.store import TimerJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep
 from inner_plane.memory import recall, remember

@@ -25,15 +25,15 @@ from inner_plane.journal import (
     reads,
     thoughtflow,
 )
-from inner_plane.journal.activations import Activations
 from inner_plane.journal.database import reading
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.lane.activations import Activations
+from inner_plane.journal.lane.recovery import Recovery
+from inner_plane.journal.lane.user_turns import UserTurns
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.journal.plain import sqlalchemy_url
 from inner_plane.journal.processors import ProcessorJournal
-from inner_plane.journal.recovery import Recovery
-from inner_plane.journal.signals import SignalJournal
-from inner_plane.journal.timers import TimerJournal
-from inner_plane.journal.user_turns import UserTurns
+from inner_plane.journal.signals.store import SignalJournal
+from inner_plane.journal.timers.store import TimerJournal
 from inner_plane.memory import recall
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime

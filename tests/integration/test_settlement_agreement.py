@@ -18,8 +18,8 @@ from inner_plane.activation import (
 )
 from inner_plane.agent.minimal_composer import MinimalComposer
 from inner_plane.agent.port import StepGuard
-from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.journal.thoughtflow import get_thoughtflow
+from inner_plane.journal.conversation.thoughtflow import get_thoughtflow
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime

@@ -14,10 +14,10 @@ from inner_plane.agent.dry_run import DryRunAgent
 from inner_plane.cli import app
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
-from inner_plane.journal import activations
-from inner_plane.journal.closing import close_activation
-from inner_plane.journal.leases import Leases
-from inner_plane.journal.thoughtflow import get_thoughtflow
+from inner_plane.journal.conversation.thoughtflow import get_thoughtflow
+from inner_plane.journal.lane import activations
+from inner_plane.journal.lane.closing import close_activation
+from inner_plane.journal.lane.leases import Leases
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.wiring import load_agent

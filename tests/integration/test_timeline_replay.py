@@ -20,7 +20,7 @@ from inner_plane.agent.dry_run import DryRunAgent
 from inner_plane.agent.scripted import ScriptedAgent
 from inner_plane.composer import build_composer
 from inner_plane.http.app import create_app
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from inner_plane.config import build_settings
-from inner_plane.journal.timer_ticks import DueTimer, TickJournal
+from inner_plane.journal.timers.ticks import DueTimer, TickJournal
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.signals.kinds import KindRegistry
 from inner_plane.timers import add_timer, cancel_timer, get_timer, tick

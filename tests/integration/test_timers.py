@@ -16,7 +16,7 @@ from sqlalchemy import event, text
 from inner_plane import logs
 from inner_plane.config import build_settings
 from inner_plane.journal.retention import delete_finished_signals
-from inner_plane.journal.timers import TimerJournal
+from inner_plane.journal.timers.store import TimerJournal
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.signals.kinds import KindRegistry
 from inner_plane.signals.model import Mode

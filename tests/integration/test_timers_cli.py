@@ -13,7 +13,7 @@ from typer.testing import CliRunner, Result
 
 from inner_plane.cli import app, common
 from inner_plane.config import load_settings
-from inner_plane.journal.timers import TimerJournal
+from inner_plane.journal.timers.store import TimerJournal
 from inner_plane.runtime import Runtime
 
 ERROR = "inner-plane: error: "

@@ -17,9 +17,9 @@ from sqlalchemy import text
 from inner_plane.activation import Activation, Trigger, UserMessage
 from inner_plane.agent.minimal_composer import MinimalComposer
 from inner_plane.agent.scripted import ScriptedAgent
-from inner_plane.journal.lane_view import ActivationJournal
-from inner_plane.journal.leases import LeaseLost, Leases
-from inner_plane.journal.user_turns import UserTurns
+from inner_plane.journal.lane.leases import LeaseLost, Leases
+from inner_plane.journal.lane.user_turns import UserTurns
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime

@@ -11,7 +11,7 @@ import pytest
 
 from inner_plane.activation import Disposition
 from inner_plane.config import ConfigError, build_settings
-from inner_plane.journal.leases import Leases
+from inner_plane.journal.lane.leases import Leases
 from inner_plane.memory import remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime

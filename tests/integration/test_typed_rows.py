@@ -14,11 +14,16 @@ import psycopg
 from sqlalchemy import inspect, text
 
 from inner_plane import operators as operator_actions
-from inner_plane.journal import ambient, context, conversation, live, memories, reads, signals
-from inner_plane.journal import operators as operator_journal
-from inner_plane.journal.notifications import SentNotification, sent_to
+from inner_plane.journal import memories
+from inner_plane.journal.conversation import context
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.lane.notifications import SentNotification, sent_to
+from inner_plane.journal.operator import live, reads
+from inner_plane.journal.operator import operators as operator_journal
 from inner_plane.journal.plain import libpq_url
 from inner_plane.journal.processors import ProcessorJournal, ProcessorJson
+from inner_plane.journal.signals import ambient
+from inner_plane.journal.signals import store as signals
 from inner_plane.memory import recall, remember
 from inner_plane.memory.store import MemoryJson
 from inner_plane.publish import publish

@@ -10,7 +10,7 @@ from typing import Any
 
 from inner_plane.agent.scripted import ScriptedAgent
 from inner_plane.composer import build_composer
-from inner_plane.journal.lane_view import ActivationJournal
+from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.lane.runner import Lane
 from inner_plane.memory import remember
 from inner_plane.publish import publish

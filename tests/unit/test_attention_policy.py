@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from inner_plane.attention.policy import budget_frees_at, wait_before_claim
-from inner_plane.journal.claims import DueWindow
+from inner_plane.journal.lane.claims import DueWindow
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 QUIET, MAX_AGE = 0.5, 2.0

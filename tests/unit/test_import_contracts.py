@@ -47,17 +47,17 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
 
 # (module that gets the import, the import, the id of the contract that must break)
 FORBIDDEN = [
-    ("inner_plane/signals/model.py", "import inner_plane.journal.signals", "pure"),
+    ("inner_plane/signals/model.py", "import inner_plane.journal.signals.store", "pure"),
     ("inner_plane/config.py", "import inner_plane.runtime", "pure"),
     ("inner_plane/publish.py", "import celery", "celery"),
     ("inner_plane/lane/sweeper.py", "from kombu import Queue", "celery"),
     ("inner_plane/http/schemas.py", "import inner_plane.mcp_adapter.tools", "faces"),
     ("inner_plane/mcp_adapter/tools.py", "import inner_plane.http.schemas", "faces"),
-    ("inner_plane/journal/signals.py", "import inner_plane.publish", "journal"),
+    ("inner_plane/journal/signals/store.py", "import inner_plane.publish", "journal"),
     ("inner_plane/cli/common.py", "import inner_plane.composer.compose", "wiring"),
     ("inner_plane/lane/sweeper.py", "import inner_plane.agent.dry_run", "wiring"),
     ("inner_plane/timers/tick.py", "import inner_plane.lane.sweeper", "layers"),
-    ("inner_plane/journal/signals.py", "import inner_plane.runtime", "layers"),
+    ("inner_plane/journal/signals/store.py", "import inner_plane.runtime", "layers"),
 ]
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from inner_plane.activation import Trigger
 from inner_plane.config import build_settings
-from inner_plane.journal.claims import DueWindow, SafePointCheck
+from inner_plane.journal.lane.claims import DueWindow, SafePointCheck
 from inner_plane.lane import decide
 from inner_plane.lane.decide import DeferForBudget, Idle, LanePolicy, Run, Wait
 

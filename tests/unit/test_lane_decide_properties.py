@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inner_plane.activation import Trigger
-from inner_plane.journal.claims import DueWindow
+from inner_plane.journal.lane.claims import DueWindow
 from inner_plane.lane.decide import DeferForBudget, Idle, LanePolicy, Run, Wait, decide
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)

@@ -18,7 +18,7 @@ ROOTS = ("inner_plane", "workers", "beat_schedule")
 
 
 def package_of(module: str) -> str:
-    """``inner_plane.journal.signals`` -> ``inner_plane.journal``; top-level modules of the
+    """``inner_plane.journal.signals.store`` -> ``inner_plane.journal``; top-level modules of the
     library (``inner_plane.publish``) are packages of their own; other roots stay whole."""
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == "inner_plane" and len(parts) > 1 else parts[0]

@@ -21,7 +21,7 @@ from inner_plane.activation import (
     WorkingContext,
     plan_settlement,
 )
-from inner_plane.journal.thoughtflow import build_record
+from inner_plane.journal.conversation.thoughtflow import build_record
 from inner_plane.signals.model import Signal
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)

@@ -9,7 +9,7 @@ from celery import shared_task
 
 from inner_plane import celery_bridge as names
 from inner_plane import logs
-from inner_plane.journal import live
+from inner_plane.journal.operator import live
 from inner_plane.journal.retention import TABLES, delete_finished_signals, delete_old_rows
 from inner_plane.runtime import get_runtime
 from inner_plane.timers import tick

@@ -14,7 +14,8 @@ down_revision = "0001_signals"
 branch_labels = ("composer",)
 depends_on = None
 
-# Must match inner_plane/journal/ambient.py AMBIENT_DOCUMENT exactly, or the index is not used.
+# Must match inner_plane/journal/signals/ambient.py AMBIENT_DOCUMENT exactly, or the index is
+# not used.
 AMBIENT_DOCUMENT = (
     "to_tsvector('english'::regconfig, replace(kind, '.', ' ') || ' ' || source || ' ' || "
     "(data)::text)"

@@ -7,7 +7,7 @@ Create Date: 2026-12-01
 The relevant-ambient query reads pending ambient signals only; with every ambient signal in the
 index, each cue word's probe also collected the expired history of every delegate, and its cost
 grew with the journal (issue 15). The document expression is unchanged (it must match
-inner_plane/journal/ambient.py AMBIENT_DOCUMENT exactly).
+inner_plane/journal/signals/ambient.py AMBIENT_DOCUMENT exactly).
 """
 
 from alembic import op

@@ -5,7 +5,7 @@ Revises: 0013_ambient_fts_pending
 Create Date: 2026-12-01
 
 A lane holding the lease also holds a session-level advisory lock on its own connection
-(inner_plane/journal/leases.py); PostgreSQL frees it the moment that process's connection dies,
+(inner_plane/journal/lane/leases.py); PostgreSQL frees it the moment that process's connection dies,
 so a taker that gets the lock may take an unexpired lease at once. The column says whether the
 current holder took that lock: only such a lease may be taken before it expires.
 """

@@ -1,8 +1,9 @@
 """ThoughtFlow: one durable record per activation of what the agent saw, decided and did.
 
-Written by the lane in the statement that closes the activation (:mod:`inner_plane.journal.closing`,
-in its fenced transaction), together with the conversation events derived from it (memory
-retrieval, tool calls and results, usage, compaction), so a stale holder records nothing.
+Written by the lane in the statement that closes the activation
+(:mod:`inner_plane.journal.lane.closing`, in its fenced transaction), together with the
+conversation events derived from it (memory retrieval, tool calls and results, usage,
+compaction), so a stale holder records nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from inner_plane.activation import (
     WorkingContext,
     plan_settlement,
 )
-from inner_plane.journal import conversation
+from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.database import reading
 from inner_plane.journal.declarative import Base
 from inner_plane.signals.model import Signal
@@ -203,7 +204,7 @@ def conversation_events(
 
 
 # The ThoughtFlow's write, as a common table expression of the statement that closes the
-# activation (:mod:`inner_plane.journal.closing`); the parameters come from
+# activation (:mod:`inner_plane.journal.lane.closing`); the parameters come from
 # :func:`record_params`. A retried commit of the same activation replaces its record rather
 # than failing.
 RECORD_CTE = """

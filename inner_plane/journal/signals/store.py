@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql import UUID as PgUUID
 from sqlalchemy.sql.dml import ReturningInsert
 
 from inner_plane.journal.database import engine_rows, reading, single_statement, typed_row
-from inner_plane.journal.signal_record import signal_by_id
+from inner_plane.journal.signals.record import signal_by_id
 from inner_plane.journal.tables import SIGNALS
 from inner_plane.signals.model import Signal, stored_signal
 

@@ -13,11 +13,11 @@ from datetime import UTC
 from sqlalchemy import Connection, text
 
 from inner_plane.activation import SignalOutcome
-from inner_plane.journal.signals import _to_signal, add_events
+from inner_plane.journal.signals.store import _to_signal, add_events
 from inner_plane.signals.model import Signal
 
 # The settle rule as common table expressions, for the statement that closes an activation
-# (:mod:`inner_plane.journal.closing`): ``:settle_rows`` (see :func:`settle_rows`) applied to
+# (:mod:`inner_plane.journal.lane.closing`): ``:settle_rows`` (see :func:`settle_rows`) applied to
 # the claims of ``:activation``, each with its event.
 SETTLE_CTES = """
     settle_rows AS (

@@ -28,11 +28,12 @@ from inner_plane.activation import (
     SignalOutcome,
     WorkingContext,
 )
-from inner_plane.journal import conversation, thoughtflow
-from inner_plane.journal.activations import FINISH_CTE
-from inner_plane.journal.claims.settle import SETTLE_CTES, settle_rows
-from inner_plane.journal.leases import LeaseLost
-from inner_plane.journal.user_turns import FINISH_TURN_CTE, REQUEUE_TURN_CTE
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation import thoughtflow
+from inner_plane.journal.lane.activations import FINISH_CTE
+from inner_plane.journal.lane.claims.settle import SETTLE_CTES, settle_rows
+from inner_plane.journal.lane.leases import LeaseLost
+from inner_plane.journal.lane.user_turns import FINISH_TURN_CTE, REQUEUE_TURN_CTE
 
 
 @dataclass(frozen=True)

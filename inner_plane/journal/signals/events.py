@@ -1,5 +1,5 @@
 """The ``signal_events`` table, read side: a signal's history (why it was, or was not yet,
-delivered). Rows are written in the writers' transactions by ``journal.signals.add_events``.
+delivered). Rows are written in the writers' transactions by ``journal.signals.store.add_events``.
 
 Plain SQL run through :class:`~inner_plane.journal.plain.Rows`, so `signals show` reads it
 without loading SQLAlchemy; the engine's readers run the same statement."""

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, text
 
 from inner_plane.journal.database import reading
 from inner_plane.journal.predicates import WAKING, due
-from inner_plane.journal.signals import _to_signal, add_events
+from inner_plane.journal.signals.store import _to_signal, add_events
 from inner_plane.signals.model import Signal
 
 _NO_LIVE_LEASE = """

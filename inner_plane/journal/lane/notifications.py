@@ -11,7 +11,7 @@ from typing import TypedDict
 from sqlalchemy import Connection, Engine, text
 
 from inner_plane.journal.database import reading, single_statement, typed_row
-from inner_plane.journal.leases import fence
+from inner_plane.journal.lane.leases import fence
 
 
 @dataclass(frozen=True)

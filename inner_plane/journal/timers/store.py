@@ -1,5 +1,5 @@
 """The timer tables, dynamic timers and the per-timer state of static ones, and every access
-to them but the tick's (``journal.timer_ticks``).
+to them but the tick's (``journal.timers.ticks``).
 
 Both tables keep a cursor, ``last_moment``: the latest scheduled moment already handled (fired
 or skipped).

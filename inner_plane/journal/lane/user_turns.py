@@ -70,7 +70,7 @@ def turn_waiting(connection: Connection, delegate_id: str) -> bool:
 
 # How a user turn ends with its activation (done, failed) or goes back to the queue (the
 # activation was pre-empted: the user's input is never discarded), as common table expressions
-# of the statement that closes the activation (:mod:`inner_plane.journal.closing`).
+# of the statement that closes the activation (:mod:`inner_plane.journal.lane.closing`).
 FINISH_TURN_CTE = """
     turn_ended AS (
         UPDATE user_turns SET state = :turn_state, reply = :turn_reply, finished_at = now()

@@ -9,10 +9,16 @@ from typing import Any
 from sqlalchemy import Engine, Row, text
 
 from inner_plane.journal.database import reading
-from inner_plane.journal.paging import Page, decode_cursor, encode_cursor, jsonable, page_limit
-from inner_plane.journal.paging import record as as_record
+from inner_plane.journal.operator.paging import (
+    Page,
+    decode_cursor,
+    encode_cursor,
+    jsonable,
+    page_limit,
+)
+from inner_plane.journal.operator.paging import record as as_record
+from inner_plane.journal.operator.reads import ACTIVATION_COLUMNS
 from inner_plane.journal.predicates import WAKING, due
-from inner_plane.journal.reads import ACTIVATION_COLUMNS
 
 # --- delegates overview -----------------------------------------------------------------------
 

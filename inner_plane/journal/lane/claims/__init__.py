@@ -6,11 +6,11 @@ role: ``window`` (the due window, the safe-point check, work left after a releas
 dead), ``settle`` (the settle rule the closing statement applies, return, fail, recover a dead
 holder's claims). Every function takes a
 ``Connection`` and runs inside the caller's fenced transaction (see
-:mod:`inner_plane.journal.leases`). "Due" and "fenced" come from
+:mod:`inner_plane.journal.lane.leases`). "Due" and "fenced" come from
 :mod:`inner_plane.journal.predicates`, nowhere else.
 """
 
-from inner_plane.journal.claims.batch import (
+from inner_plane.journal.lane.claims.batch import (
     ClaimedBatch,
     Quarantined,
     cause_depths,
@@ -20,15 +20,15 @@ from inner_plane.journal.claims.batch import (
     quarantine,
     stop_chains,
 )
-from inner_plane.journal.claims.defer import defer_signals, note_due
-from inner_plane.journal.claims.settle import (
+from inner_plane.journal.lane.claims.defer import defer_signals, note_due
+from inner_plane.journal.lane.claims.settle import (
     SETTLE_CTES,
     fail_claims,
     recover_stale,
     release_claims,
     settle_rows,
 )
-from inner_plane.journal.claims.window import (
+from inner_plane.journal.lane.claims.window import (
     DueWindow,
     SafePointCheck,
     due_window,

@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import Connection, text
 
 from inner_plane.journal.predicates import WAKING, due
-from inner_plane.journal.signals import add_events
+from inner_plane.journal.signals.store import add_events
 
 
 def note_due(connection: Connection, delegate_id: str, event: str, reason: str) -> None:

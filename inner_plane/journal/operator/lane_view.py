@@ -8,11 +8,11 @@ import uuid
 
 from sqlalchemy import Engine
 
-from inner_plane.journal.activations import ActivationRecord, Activations
 from inner_plane.journal.database import engine_rows, reading
-from inner_plane.journal.recovery import Recovery
-from inner_plane.journal.signal_events import SignalEvent, events_of
-from inner_plane.journal.user_turns import UserTurn, UserTurns
+from inner_plane.journal.lane.activations import ActivationRecord, Activations
+from inner_plane.journal.lane.recovery import Recovery
+from inner_plane.journal.lane.user_turns import UserTurn, UserTurns
+from inner_plane.journal.signals.events import SignalEvent, events_of
 from inner_plane.signals.model import Signal
 
 

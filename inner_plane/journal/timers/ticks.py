@@ -44,8 +44,14 @@ from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
 from inner_plane.journal.database import single_statement, typed_row
-from inner_plane.journal.signals import NewSignal, insert_packed, rows_json
-from inner_plane.journal.timers import STATIC, TIMERS, StaticTimerState, TimerSchedule, due_now
+from inner_plane.journal.signals.store import NewSignal, insert_packed, rows_json
+from inner_plane.journal.timers.store import (
+    STATIC,
+    TIMERS,
+    StaticTimerState,
+    TimerSchedule,
+    due_now,
+)
 
 _TS = DateTime(timezone=True)
 

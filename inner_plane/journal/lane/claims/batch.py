@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from inner_plane.journal.predicates import due
-from inner_plane.journal.signals import _to_signal, add_events
+from inner_plane.journal.signals.store import _to_signal, add_events
 from inner_plane.signals.model import Signal, stored_problem
 
 

@@ -2,7 +2,7 @@
 and closed, fenced, in the transaction that settles it.
 
 Functions taking a ``Connection`` run inside the caller's fenced transaction (see
-:mod:`inner_plane.journal.leases`); :class:`Activations` reads with its own.
+:mod:`inner_plane.journal.lane.leases`); :class:`Activations` reads with its own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, RowMapping, text
 
-from inner_plane.journal import conversation
+from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.database import reading
 from inner_plane.journal.predicates import FENCED_EPOCH
 
@@ -115,7 +115,7 @@ def insert_activation(
 
 
 # The closing rule, as a common table expression of the statement that closes an activation
-# (:mod:`inner_plane.journal.closing`): fenced, so it closes nothing (``finished`` is empty)
+# (:mod:`inner_plane.journal.lane.closing`): fenced, so it closes nothing (``finished`` is empty)
 # unless ``:epoch`` is still the delegate's lease epoch; the share lock it takes on the lease
 # orders the whole transaction against a concurrent takeover.
 FINISH_CTE = f"""

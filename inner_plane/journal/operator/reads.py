@@ -1,6 +1,6 @@
 """What the operator API reads: pages of signals, dead letters, timers, memories, processors,
 a delegate's timeline, an activation with its batch, envelope and ThoughtFlow (the delegates
-overview and the charts: :mod:`inner_plane.journal.delegates`).
+overview and the charts: :mod:`inner_plane.journal.operator.delegates`).
 
 Every list is a keyset page (``WHERE key < :cursor ORDER BY key DESC LIMIT n``) over an index
 whose leading columns match the filter, so a page costs the same on a journal of a thousand
@@ -16,9 +16,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
-from inner_plane.journal.conversation import EVENT_TEXT_COLUMNS, EventRecord, text_event_record
+from inner_plane.journal.conversation.events import (
+    EVENT_TEXT_COLUMNS,
+    EventRecord,
+    text_event_record,
+)
 from inner_plane.journal.database import reading
-from inner_plane.journal.paging import (
+from inner_plane.journal.operator.paging import (
     MAX_LIMIT,
     CursorError,
     Page,
@@ -27,8 +31,8 @@ from inner_plane.journal.paging import (
     jsonable,
     page_limit,
 )
-from inner_plane.journal.paging import record as as_record
-from inner_plane.journal.signals import STATE_PAGE_FILTER, STATE_PAGE_ORDER
+from inner_plane.journal.operator.paging import record as as_record
+from inner_plane.journal.signals.store import STATE_PAGE_FILTER, STATE_PAGE_ORDER
 
 __all__ = ["MAX_LIMIT", "CursorError", "Page", "jsonable"]
 

@@ -12,9 +12,9 @@ from typing import Any, TypedDict, cast
 import sqlalchemy
 from sqlalchemy import Integer, bindparam, text
 
-from inner_plane.journal.ambient import RELEVANT_QUERY, AmbientSignal
 from inner_plane.journal.database import Record
 from inner_plane.journal.memories import DF_CAP, RECALL_QUERY, MemoryRecord, RecalledMemory
+from inner_plane.journal.signals.ambient import RELEVANT_QUERY, AmbientSignal
 
 # Four independent reads as scalar subqueries of one statement: each round trip costs about as
 # much as a whole small query on a busy machine, and composition runs on every activation.
