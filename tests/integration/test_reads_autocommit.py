@@ -16,19 +16,15 @@ import pytest
 from psycopg import pq
 from sqlalchemy import Engine, create_engine, event, text
 
-from inner_plane.journal import (
-    conversation,
-    delegates,
-    memories,
-    notifications,
-    operators,
-    reads,
-    thoughtflow,
-)
+from inner_plane.journal import memories
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation import thoughtflow
 from inner_plane.journal.database import reading
+from inner_plane.journal.lane import notifications
 from inner_plane.journal.lane.activations import Activations
 from inner_plane.journal.lane.recovery import Recovery
 from inner_plane.journal.lane.user_turns import UserTurns
+from inner_plane.journal.operator import delegates, operators, reads
 from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.journal.plain import sqlalchemy_url
 from inner_plane.journal.processors import ProcessorJournal
