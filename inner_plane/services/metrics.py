@@ -329,16 +329,24 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
     )
     idle = GaugeMetricFamily(
         "inner_plane_lane_idle_with_due_work",
-        "1 if the lane has due signals and no activation holds its lease",
+        "1 if the lane has due waking signals (wake, interrupt: work that should have started "
+        "an activation) and no activation holds its lease; next-turn signals alone leave it 0",
+        labels=["delegate"],
+    )
+    waking_age = GaugeMetricFamily(
+        "inner_plane_lane_oldest_waking_seconds",
+        f"Age of the oldest due waking signal (wake, interrupt), top {TOP_DELEGATES} lanes",
         labels=["delegate"],
     )
     for lane in lanes:
         due.add_metric([lane.delegate_id], lane.due)
         age.add_metric([lane.delegate_id], lane.oldest_due_s)
-        idle.add_metric([lane.delegate_id], 0 if lane.leased else 1)
+        idle.add_metric([lane.delegate_id], 1 if lane.idle_with_waking_work else 0)
+        waking_age.add_metric([lane.delegate_id], lane.oldest_waking_s or 0.0)
     yield due
     yield age
     yield idle
+    yield waking_age
     used = GaugeMetricFamily(
         "inner_plane_wake_budget_used",
         f"Background activations in the last hour, top {TOP_DELEGATES} delegates",
