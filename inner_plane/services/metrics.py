@@ -227,9 +227,10 @@ def _split(key: str) -> tuple[str, dict[str, str]]:
 
 
 def families(
-    redis_client: redis.Redis | None, engine: Any, broker: redis.Redis | None, queues: list[str]
+    redis_client: redis.Redis | None, engine: Any, depths: dict[str, int] | None
 ) -> Iterator[Any]:
-    """Every metric family, read now (prometheus_client's ``collect`` protocol)."""
+    """Every metric family, read now (prometheus_client's ``collect`` protocol). ``depths``:
+    the Celery queues' depths read from the broker (None: the broker did not answer)."""
     import redis
     from prometheus_client.core import (
         CounterMetricFamily,
@@ -288,14 +289,8 @@ def families(
     depth = GaugeMetricFamily(
         "inner_plane_queue_depth", "Messages waiting in a Celery queue", labels=["queue"]
     )
-    if broker is not None:
-        from inner_plane.services.probes import queue_depths
-
-        try:
-            for queue, count in queue_depths(broker, queues).items():
-                depth.add_metric([queue], count)
-        except redis.RedisError:
-            pass
+    for queue, count in (depths or {}).items():
+        depth.add_metric([queue], count)
     yield depth
 
     yield from _journal_families(engine, up)
