@@ -16,6 +16,7 @@ from datetime import datetime
 
 from inner_plane import logs
 from inner_plane.activation import Activation, Disposition, Settlement
+from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.lane import notifications
 from inner_plane.journal.lane.leases import fence
 from inner_plane.journal.people import questions
@@ -162,7 +163,7 @@ def _ask(
     text = settlement.reason.strip() or reply.strip() or f"{signal.kind} needs your input."
     with runtime.engine.begin() as connection:
         fence(connection, activation.delegate_id, activation.epoch)
-        return questions.ask(
+        question, new = questions.ask(
             connection,
             question_id=question_id_for(signal.id),
             delegate_id=activation.delegate_id,
@@ -171,6 +172,27 @@ def _ask(
             about=about(signal),
             text=text[:2000],
         )
+        if new:  # the timeline's half of the pair (the answer is a user.message in_reply_to)
+            conversation.append_event(
+                connection,
+                delegate_id=activation.delegate_id,
+                type=conversation.QUESTION_ASKED,
+                payload={
+                    "question_id": str(question.id),
+                    "signal_id": str(signal.id),
+                    "about": question.about,
+                    "text": question.text,
+                },
+                activation_id=activation.id,
+            )
+    logs.emit(
+        "question_asked",
+        id=question.id,
+        delegate=activation.delegate_id,
+        signal=signal.id,
+        activation=activation.id,
+    )
+    return question
 
 
 def contact_on_dispositions(

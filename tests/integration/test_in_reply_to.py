@@ -31,7 +31,7 @@ def _ask(runtime: Runtime, delegate: str) -> uuid.UUID:
             about="calendar.conflict: two events overlap",
             text="Move the dentist to Friday?",
         )
-    return asked.id
+    return asked[0].id
 
 
 def test_an_answer_links_its_question_and_unknown_ids_store_nothing(runtime: Runtime) -> None:
