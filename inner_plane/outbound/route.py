@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfoNotFoundError
 
+from inner_plane import logs
 from inner_plane.journal.people.people import PeopleJournal, Person
 from inner_plane.outbound.channels import Channel, person_channel
 from inner_plane.people.quiet import quiet_until
@@ -35,7 +37,13 @@ def route(
         runtime.settings, person.preferred_channel, list(person.emails), person.webhook_url
     )
     moment = datetime.now(UTC) if now is None else now
-    until = quiet_until(moment, person.time_zone, person.quiet_start, person.quiet_end)
+    try:
+        until = quiet_until(moment, person.time_zone, person.quiet_start, person.quiet_end)
+    except (ZoneInfoNotFoundError, ValueError):
+        # A zone the tz database no longer knows (the row was valid when written): contact is
+        # not held for quiet hours nobody can place, rather than failing.
+        logs.emit("person_zone_unknown", delegate=delegate_id, zone=person.time_zone[:64])
+        until = None
     return Route([channel], until, person)
 
 

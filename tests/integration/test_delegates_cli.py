@@ -80,3 +80,23 @@ def test_bad_input_names_the_field_and_stores_nothing(runtime: Runtime) -> None:
     missing = cli.invoke(app, ["delegates", "set", "nobody", "--name", "N"])
     assert missing.exit_code == 1 and "no person" in missing.stderr
     assert directory.get(runtime, "nobody") is None
+
+
+def test_a_stored_zone_the_system_no_longer_knows_fails_nothing(runtime: Runtime) -> None:
+    """A row written valid whose zone later left the tz database: listing, routing and the
+    composer's time go on (the zone's quiet hours are not applied; the configured zone is)."""
+    from datetime import UTC, datetime
+
+    from inner_plane.composer.compose import ContextComposer
+    from inner_plane.outbound.route import route
+
+    directory.add(runtime, "ada", display_name="Ada", quiet_hours="00:00-23:59")
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE people SET time_zone = 'Gone/Away' WHERE delegate_id = 'ada'")
+        )
+    listed = cli.invoke(app, ["delegates", "list", "--json"])
+    assert listed.exit_code == 0 and json.loads(listed.stdout)[0]["time_zone"] == "Gone/Away"
+    assert route(runtime, "ada", [], datetime.now(UTC)).not_before is None
+    zone, whose = ContextComposer(runtime)._zone_of("ada")
+    assert zone.key == runtime.settings.delegate_timezone and whose == "the delegate's"
