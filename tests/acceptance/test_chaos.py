@@ -107,7 +107,8 @@ def test_kill_9_of_the_postmaster_is_restarted_and_loses_nothing(plane: Plane) -
         plane.up.wait_for("!! embedded PostgreSQL is back", timeout=120, after=mark)
         time.sleep(5)
     assert_clean(plane, load)
-    assert "killed by signal 9; restarting it on" in plane.alarms(mark)[0]
+    # (The postmaster the previous test adopted is not `up`'s child: its exit status is unknown.)
+    assert "; restarting it on" in plane.alarms(mark)[0], plane.alarms(mark)
     assert_children_kept(plane, mark)
 
 

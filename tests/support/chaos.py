@@ -232,6 +232,10 @@ class Verdict:
 
 
 def _unsettled(engine: Engine, delegates: list[str], tasks: list[str]) -> dict[str, int]:
+    """What still waits: signals not settled, activations or turns not finished, wakes not
+    journaled, and leases that would block a next run (live, and their holder alive: a holder
+    whose release failed with its store leaves a lease any taker takes over at once, by the
+    liveness rule, which blocks nothing)."""
     with engine.connect() as connection:
         row = connection.execute(
             text(
@@ -243,8 +247,14 @@ def _unsettled(engine: Engine, delegates: list[str], tasks: list[str]) -> dict[s
                     WHERE delegate_id = ANY(:d) AND state = 'running') AS running,
                   (SELECT count(*) FROM user_turns
                     WHERE delegate_id = ANY(:d) AND state IN ('queued', 'running')) AS turns,
-                  (SELECT count(*) FROM leases
-                    WHERE delegate_id = ANY(:d) AND holder IS NOT NULL) AS leases_held,
+                  (SELECT count(*) FROM leases l
+                    WHERE l.delegate_id = ANY(:d) AND l.holder IS NOT NULL
+                      AND l.expires_at > now() AND (NOT l.liveness_lock OR EXISTS (
+                        SELECT FROM pg_locks k, hashtextextended(
+                                 'inner_plane.lease:' || l.delegate_id, 0) AS h(key)
+                         WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+                           AND k.classid = ((h.key >> 32) & 4294967295)::oid
+                           AND k.objid = (h.key & 4294967295)::oid))) AS leases_blocking,
                   :n - (SELECT count(DISTINCT data->>'task_id') FROM signals
                          WHERE delegate_id = ANY(:d) AND source = :source
                            AND data->>'task_id' = ANY(:tasks)) AS not_journaled
