@@ -220,6 +220,7 @@ class Verdict:
     overlapping: list[str]
     double_deliveries: list[str]
     stuck: dict[str, int]
+    leases: list[str] = field(default_factory=list)  # every lease still held, for a failure
 
     def clean(self) -> bool:
         return not (
@@ -265,19 +266,28 @@ def _unsettled(engine: Engine, delegates: list[str], tasks: list[str]) -> dict[s
     return dict(row._mapping)
 
 
-def settled(engine: Engine, delegates: list[str], tasks: list[str]) -> bool:
-    try:
-        return not any(_unsettled(engine, delegates, tasks).values())
-    except Exception:  # the store still coming back
-        return False
+def settle(
+    engine: Engine, delegates: list[str], tasks: list[str], settle_s: float
+) -> dict[str, int]:
+    """Wait up to ``settle_s`` until nothing waits (see :func:`_unsettled`); what still waited
+    at the last look (all zero once settled). A no-op run woken by a redundant activate may
+    hold a lease for a moment later on: settled once is settled."""
+    deadline = time.monotonic() + settle_s
+    last: dict[str, int] = {"unreachable": 1}
+    while True:
+        try:
+            last = _unsettled(engine, delegates, tasks)
+        except Exception:  # the store still coming back
+            last = {"unreachable": 1}
+        if not any(last.values()) or time.monotonic() > deadline:
+            return last
+        time.sleep(0.5)
 
 
 def judge(engine: Engine, delegates: list[str], tasks: list[str], settle_s: float = 90) -> Verdict:
     """Wait up to ``settle_s`` for every wake sent (by task id) to be journaled and settled,
     then count."""
-    deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline and not settled(engine, delegates, tasks):
-        time.sleep(0.5)
+    stuck = settle(engine, delegates, tasks, settle_s)
     with engine.connect() as connection:
         states: dict[str, str] = {
             row.task: row.state
@@ -311,13 +321,21 @@ def judge(engine: Engine, delegates: list[str], tasks: list[str], settle_s: floa
             ),
             {"d": delegates},
         ).all()
+        held = connection.execute(
+            text(
+                "SELECT delegate_id, epoch, holder, expires_at - now() AS left, liveness_lock "
+                "FROM leases WHERE delegate_id = ANY(:d) AND holder IS NOT NULL"
+            ),
+            {"d": delegates},
+        ).all()
         verdict = Verdict(
             sent=len(tasks),
             lost=[task for task in tasks if states.get(task) != "delivered"],
             duplicated=[str(d) for d in duplicated],
             overlapping=[],
             double_deliveries=[str(d) for d in doubles],
-            stuck=_unsettled(engine, delegates, tasks),
+            stuck=stuck,
+            leases=[str(tuple(row)) for row in held],
         )
     for _, group in itertools.groupby(runs, key=lambda r: r.delegate_id):
         latest_end = None
