@@ -75,7 +75,7 @@ def children_of(pid: int) -> list[int]:
 
 def assert_clean(plane: Plane, load: Load) -> None:
     verdict = judge(plane.engine, DELEGATES, load.sent, settle_s=120)
-    assert verdict.sent > 50, verdict.sent
+    assert verdict.sent >= 20, verdict.sent  # a steady load through the fault
     assert verdict.lost == [], verdict
     assert verdict.duplicated == [], verdict
     assert verdict.overlapping == [], verdict
