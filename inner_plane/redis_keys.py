@@ -70,3 +70,14 @@ def metric_counters() -> str:
 def metric_sources() -> str:
     """Set of the signal sources that have their own series (bounded; others count as other)."""
     return f"{PREFIX}metrics:sources"
+
+
+def conversation_deltas(delegate_id: str) -> str:
+    """Pub/sub channel of a delegate's reply being written (text deltas, and ``aborted`` when
+    a reply stops unfinished): ephemeral, the durable reply is the journal's."""
+    return f"{PREFIX}conversation:deltas:{delegate_id}"
+
+
+def turn_rate(delegate_id: str, window: int) -> str:
+    """Turns a delegate's person sent in one rate-limit window (the conversation API)."""
+    return f"{PREFIX}turnrate:{delegate_id}:{window}"
