@@ -138,6 +138,10 @@ class Settings(BaseSettings):
     # Failed authentications one client address may make per minute before it is refused (429)
     # without any credential check (no hash is computed for it).
     auth_failures_per_minute: int = Field(default=20, ge=1)
+    # The conversation API (docs/conversation.md): turns one delegate's person may send per
+    # minute (429 past it), and the longest message a turn may hold, in characters (413).
+    chat_turns_per_minute: int = Field(default=30, ge=1)
+    chat_max_text: int = Field(default=16_000, ge=1, le=100_000)
 
     @field_validator("database_url")
     @classmethod

@@ -234,9 +234,7 @@ def messages_page(engine: Engine, delegate_id: str, cursor: str | None, limit: i
         next_reply = replies[r - 1].seq if r else reply_before
         next_cursor = f"t{next_turn}.a{next_reply}"
     items = [
-        person_message(row, history.get(row["id"]))
-        if kind == "turn"
-        else assistant_message(row)
+        person_message(row, history.get(row["id"])) if kind == "turn" else assistant_message(row)
         for kind, row in reversed(merged)
     ]
     return Page(items, next_cursor)
