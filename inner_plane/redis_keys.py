@@ -72,6 +72,18 @@ def metric_sources() -> str:
     return f"{PREFIX}metrics:sources"
 
 
+def session(session_digest: str) -> str:
+    """A sign-in session (hash: principal, csrf, created), by the SHA-256 of its id: what
+    Redis holds cannot be replayed as a cookie."""
+    return f"{PREFIX}session:{session_digest}"
+
+
+def principal_sessions(principal: str) -> str:
+    """Set of the session digests of one principal (``operator:NAME``, ``person:ID``), so that
+    revoking the principal ends every one of them."""
+    return f"{PREFIX}sessions:{principal}"
+
+
 def conversation_deltas(delegate_id: str) -> str:
     """Pub/sub channel of a delegate's reply being written (text deltas, and ``aborted`` when
     a reply stops unfinished): ephemeral, the durable reply is the journal's."""

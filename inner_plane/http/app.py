@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -27,8 +28,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import chat_page, conversation_api, metrics, operator_api, ui
-from inner_plane.http.conversation_auth import AuthenticatePerson, ConversationGate, no_people
+from inner_plane.http import chat_page, conversation_api, guards, metrics, operator_api, ui
+from inner_plane.http.conversation_auth import AuthenticatePerson, ConversationGate
 from inner_plane.http.conversation_stream import ConversationStreams
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import OperatorGate
@@ -39,9 +40,10 @@ from inner_plane.http.schemas import (
     PublishedSignal,
     SignalBatch,
 )
+from inner_plane.operators import is_loopback
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Signal, SignalError
-from inner_plane.sources import auth, errors, grants
+from inner_plane.sources import auth, errors, grants, person_auth
 from inner_plane.sources.errors import ApiError, AsciiJSONResponse
 from inner_plane.sources.intake import (
     JOURNAL_DOWN,
@@ -166,11 +168,11 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     mounts: Sequence[Mount] = (),
     bind_host: str | None = None,
-    authenticate_person: AuthenticatePerson = no_people,
+    authenticate_person: AuthenticatePerson = person_auth.authenticate_person,
 ) -> FastAPI:
     """The API. ``bind_host`` is where the server listens (default: INNER_PLANE_API_HOST):
     off loopback, even reads need an operator credential. ``authenticate_person`` proves a
-    person token (the conversation API and the chat page)."""
+    person token (the conversation API and the chat page; tests may give another)."""
     settings = load_settings()
     gate = OperatorGate(runtime_factory, bind_host or settings.api_host)
     feeds: list[LiveFeed] = []
@@ -219,8 +221,14 @@ def create_app(
             "/v1/delegates/{id}/conversation (docs/conversation.md)."
         ),
         lifespan=lifespan,
+        # The interactive docs load their assets from a CDN: off unless asked for.
+        docs_url="/docs" if settings.api_docs else None,
+        redoc_url="/redoc" if settings.api_docs else None,
     )
+    # A redirect to the slashed (or unslashed) path would be built from the request's Host.
+    app.router.redirect_slashes = False
     app.add_exception_handler(ApiError, errors.handle_api_error)
+    app.add_exception_handler(RequestValidationError, guards.handle_validation_error)
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:
@@ -280,12 +288,27 @@ def create_app(
     # publication should not first be tried against every operator and UI route.
     app.include_router(conversation_api.build_router(runtime_factory, conversation_gate, streams))
     app.include_router(operator_api.build_router(runtime_factory, gate, feed))
-    app.include_router(chat_page.build_router(runtime_factory, conversation_gate))
+    app.include_router(chat_page.build_router(runtime_factory, authenticate_person))
     app.include_router(ui.build_router(runtime_factory, gate))
     app.include_router(metrics.build_router(runtime_factory))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
 
+    # Outermost last: unexpected errors around everything, then the strict headers on every
+    # answer (the guards' refusals too), the Host check, the bounds of bodies and parameters.
+    app.add_middleware(
+        guards.RequestBounds,
+        routes=app.router.routes,
+        max_body=max_body_bytes,
+        body_timeout_s=settings.api_body_timeout_s,
+    )
+    bind = bind_host or settings.api_host
+    app.add_middleware(
+        guards.HostGuard,
+        public_hosts=settings.public_hosts.split(","),
+        any_host=not is_loopback(bind),
+    )
     app.add_middleware(ui.SecurityHeaders)
+    app.add_middleware(guards.UnexpectedErrors)
 
     for route, _ in mounts:
         app.router.routes.append(route)

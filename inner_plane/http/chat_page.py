@@ -1,100 +1,131 @@
 """The person's chat page at ``/chat``, apart from the operator UI: sign in with a person token
-(kept in an HttpOnly cookie session, :mod:`inner_plane.http.chat_session`), then the page talks
-to the conversation API with that cookie.
+(a server-side session in an HttpOnly cookie, :mod:`inner_plane.http.chat_session`), then the
+page talks to the conversation API with that cookie.
 
 Same rules as the operator UI: Jinja2 autoescaping, the strict Content-Security-Policy (no
-inline script or style), assets inside the package, no build step. The page's script writes
-every message with ``textContent``; the server sends only the person's and the assistant's
-words (:mod:`inner_plane.journal.conversation.person`).
+inline script or style), assets inside the package, no build step; the sign-in form carries an
+anti-CSRF token bound to a SameSite=Strict cookie, sign-out the session's own, and a turn sent
+with the cookie needs the page's header. The page's script writes every message with
+``textContent``; the server sends only the person's and the assistant's words
+(:mod:`inner_plane.journal.conversation.person`).
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
 from collections.abc import Callable
 from typing import Annotated
 
+import redis
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane.http import chat_session
-from inner_plane.http.conversation_auth import ConversationCaller, ConversationGate
+from inner_plane.http.conversation_auth import AuthenticatePerson
 from inner_plane.http.ui import TEMPLATES
 from inner_plane.runtime import Runtime
-from inner_plane.sources.errors import ApiError
+from inner_plane.sources import auth
+from inner_plane.sources.intake import JOURNAL_DOWN, client_of
 
 # Every route of the page and who may open it (the route-table test checks there is one).
 PAGE_SCOPES = {
     ("GET", "/chat"): "a person's session (else the sign-in form)",
-    ("POST", "/chat/login"): "anyone: proves a person token",
-    ("POST", "/chat/logout"): "anyone: ends this browser's session",
+    ("POST", "/chat/login"): "anyone with the form's anti-CSRF token: proves a person token",
+    ("POST", "/chat/logout"): "the session's own anti-CSRF token: ends this browser's session",
 }
 
 
-def build_router(runtime_factory: Callable[[], Runtime], gate: ConversationGate) -> APIRouter:
+def build_router(
+    runtime_factory: Callable[[], Runtime], authenticate_person: AuthenticatePerson
+) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     def sign_in_form(request: Request, error: str | None, status: int) -> Response:
-        return TEMPLATES.TemplateResponse(request, "chat_login.html", {"error": error}, status)
+        csrf = secrets.token_urlsafe(32)
+        response = TEMPLATES.TemplateResponse(
+            request, "chat_login.html", {"error": error, "csrf": csrf}, status
+        )
+        response.set_cookie(
+            chat_session.LOGIN_COOKIE, csrf, httponly=True, samesite="strict",
+            path="/chat/login", secure=request.url.scheme == "https", max_age=3600,
+        )  # fmt: skip
+        return response
 
     @router.get("/chat", response_class=HTMLResponse)
     async def chat(request: Request) -> Response:
-        if chat_session.token(request) is None:
-            return sign_in_form(request, None, 200)
+        runtime = runtime_factory()
         try:
-            caller: ConversationCaller = await run_in_threadpool(gate.check, request)
-        except ApiError as error:
-            if error.status == 429:
-                return sign_in_form(request, "Too many attempts; wait a minute.", 429)
-            response = sign_in_form(request, "Please sign in again.", 401)
-            chat_session.end(response)
-            return response
-        if caller.delegate_id is None:  # an operator's cookie: this page is the person's
+            found = await run_in_threadpool(chat_session.person, runtime, request)
+        except (redis.RedisError, *JOURNAL_DOWN):
+            return sign_in_form(request, "The plane's stores are unreachable; retry.", 503)
+        if found is None:
             return sign_in_form(request, None, 200)
         return TEMPLATES.TemplateResponse(
             request,
             "chat.html",
             {
-                "delegate": caller.delegate_id,
-                "max_text": runtime_factory().settings.chat_max_text,
+                "delegate": found.delegate_id,
+                "csrf": found.session.csrf,
+                "max_text": runtime.settings.chat_max_text,
             },
-            headers=_private(),
+            headers={"Cache-Control": "no-store"},
         )
 
     @router.post("/chat/login", response_class=HTMLResponse)
-    async def login(request: Request, token: Annotated[str, Form(max_length=300)]) -> Response:
-        bare = token.strip()
-        probe = _with_token(request, bare)
-        try:
-            caller = await run_in_threadpool(gate.check, probe)
-        except ApiError as error:
-            if error.status == 429:
-                return sign_in_form(request, "Too many attempts; wait a minute.", 429)
-            return sign_in_form(request, "That is not a valid token.", 401)
-        if caller.delegate_id is None:
-            return sign_in_form(request, "That is an operator token; use a person's.", 401)
+    async def login(
+        request: Request,
+        token: Annotated[str, Form(max_length=300)],
+        csrf: Annotated[str, Form(max_length=100)] = "",
+    ) -> Response:
+        expected = request.cookies.get(chat_session.LOGIN_COOKIE, "")
+        if not csrf or not hmac.compare_digest(csrf.encode(), expected.encode()):
+            return sign_in_form(request, "The sign-in form expired: sign in again.", 403)
+        runtime = runtime_factory()
         response = RedirectResponse("/chat", 303)
-        chat_session.start(response, request, bare)
+
+        def sign_in() -> bool:
+            try:
+                principal = authenticate_person(runtime, token.strip(), client_of(request))
+            except auth.AuthError:
+                return False
+            chat_session.start(runtime, request, response, principal.token_id)
+            return True
+
+        try:
+            signed_in = await run_in_threadpool(sign_in)
+        except auth.Throttled as throttled:
+            refused = sign_in_form(request, "Too many failed sign-ins: wait a minute.", 429)
+            refused.headers["Retry-After"] = str(throttled.retry_after)
+            return refused
+        except (redis.RedisError, *JOURNAL_DOWN):
+            return sign_in_form(request, "The plane's stores are unreachable; retry.", 503)
+        if not signed_in:
+            return sign_in_form(request, "That is not a valid token.", 401)
+        response.delete_cookie(chat_session.LOGIN_COOKIE, path="/chat/login")
         return response
 
     @router.post("/chat/logout")
-    async def logout() -> Response:
+    async def logout(request: Request, csrf: Annotated[str, Form(max_length=100)] = "") -> Response:
+        runtime = runtime_factory()
         response = RedirectResponse("/chat", 303)
-        chat_session.end(response)
+
+        def sign_out() -> bool:
+            found = chat_session.person(runtime, request)
+            if found is not None and not hmac.compare_digest(
+                csrf.encode(), found.session.csrf.encode()
+            ):
+                return False
+            chat_session.end(runtime, request, response)
+            return True
+
+        try:
+            ended = await run_in_threadpool(sign_out)
+        except (redis.RedisError, *JOURNAL_DOWN):
+            return sign_in_form(request, "The plane's stores are unreachable; retry.", 503)
+        if not ended:
+            return sign_in_form(request, "Sign out from the page's own button.", 403)
         return response
 
     return router
-
-
-def _private() -> dict[str, str]:
-    return {"Cache-Control": "no-store"}
-
-
-def _with_token(request: Request, token: str) -> Request:
-    """The sign-in request as if it carried the token as a bearer credential (the gate then
-    applies the person-token rules: throttle, negative cache, timing)."""
-    scope = dict(request.scope)
-    headers = [(k, v) for k, v in scope["headers"] if k not in (b"authorization", b"cookie")]
-    headers.append((b"authorization", b"Bearer " + token.encode("latin-1", "replace")))
-    scope["headers"] = headers
-    return Request(scope)

@@ -128,11 +128,11 @@ def parse_turn(body: bytes, headers: Mapping[str, str], max_text: int) -> TurnRe
     in_reply_to = None
     if reply_to is not None:
         if not isinstance(reply_to, str) or len(reply_to) > 64:
-            raise FieldError("in_reply_to", "must be the id of a message of this conversation")
+            raise FieldError("in_reply_to", "must be the id (a UUID) of a question")
         try:
             in_reply_to = uuid.UUID(reply_to)
         except ValueError:
-            raise FieldError("in_reply_to", "must be the id (a UUID) of a message") from None
+            raise FieldError("in_reply_to", "must be the id (a UUID) of a question") from None
     return TurnRequest(text, channel, in_reply_to, key)
 
 
@@ -204,7 +204,7 @@ TURN_BODY = {
                     "in_reply_to": {
                         "type": "string",
                         "format": "uuid",
-                        "description": "The id of the assistant's message this answers",
+                        "description": "The id of the question (needs_input) this answers",
                     },
                 },
             }
@@ -244,14 +244,19 @@ def build_router(
                 turn = parse_turn(body, request.headers, runtime.settings.chat_max_text)
             except FieldError as error:
                 raise error.api_error() from None
-            if turn.in_reply_to is not None and not person.assistant_message_exists(
-                runtime.engine, delegate_id, turn.in_reply_to
-            ):
-                raise errors.invalid("in_reply_to", "no such message in this conversation")
             try:
                 accepted = person.accept_turn(
-                    runtime.engine, delegate_id, turn.channel, turn.text, turn.idempotency_key
+                    runtime.engine,
+                    delegate_id,
+                    turn.channel,
+                    turn.text,
+                    turn.idempotency_key,
+                    turn.in_reply_to,
                 )
+            except person.UnknownQuestion:
+                raise errors.invalid(
+                    "in_reply_to", "is not a question of this delegate's assistant"
+                ) from None
             except person.IdempotencyConflict:
                 raise errors.invalid(
                     "Idempotency-Key", "was used before for a turn with other content"

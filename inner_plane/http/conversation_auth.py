@@ -2,7 +2,7 @@
 
 A request proves a person with ``Authorization: Bearer ipp.…`` (a token of
 ``inner-plane delegates token``) or with the chat page's session cookie; an operator with an
-operator token or the operator UI's cookie. Every conversation route declares its scope in
+operator token. Every conversation route declares its scope in
 :data:`SCOPES` (a test fails for a route without one):
 
 - ``read``: the delegate's own person, or an operator;
@@ -11,23 +11,24 @@ operator token or the operator UI's cookie. Every conversation route declares it
   site's page cannot send it).
 
 A person token of another delegate answers 403, no or a bad credential 401, a processor's
-credential 403. Person tokens are checked by the people module's ``authenticate_person`` (same
-throttle, negative cache and timing rules as processors); the app is given it, so this module
-depends on its contract only.
+credential 403. Person tokens are checked by
+:func:`inner_plane.sources.person_auth.authenticate_person` (the throttle, negative cache and
+timing rules of processors).
 """
 
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import redis
 from fastapi import Request
 
 from inner_plane import operators
 from inner_plane.http import chat_session
-from inner_plane.http.operator_auth import COOKIE as OPERATOR_COOKIE
 from inner_plane.http.operator_auth import UI_HEADER
 from inner_plane.runtime import Runtime
 from inner_plane.sources import auth, errors
@@ -43,15 +44,13 @@ class Principal(Protocol):
     @property
     def delegate_id(self) -> str: ...
 
+    @property
+    def token_id(self) -> uuid.UUID: ...
+
 
 # (runtime, bare token or None, client address) -> the person, or raise auth.AuthError /
 # auth.Throttled: inner_plane.sources.person_auth.authenticate_person's contract.
 AuthenticatePerson = Callable[[Runtime, str | None, str | None], Principal]
-
-
-def no_people(runtime: Runtime, token: str | None, client: str | None) -> Principal:
-    """Until people exist: every person credential is refused (and counted as a failure)."""
-    raise auth.AuthError("no person tokens")
 
 
 @dataclass(frozen=True)
@@ -92,14 +91,10 @@ class ConversationGate:
             if header is not None:
                 token = _bearer(header)
                 return self._token(runtime, request, token, client, via_cookie=False)
-            person_token = chat_session.token(request)
-            if person_token is not None:
-                return self._token(runtime, request, person_token, client, via_cookie=True)
-            operator_token = request.cookies.get(OPERATOR_COOKIE)
-            if operator_token:
-                operator = operators.authenticate(runtime, operator_token)
-                if operator is not None:
-                    return ConversationCaller(None, operator.name, via_cookie=True)
+            if chat_session.cookie(request) is not None:
+                found = chat_session.person(runtime, request)
+                if found is not None:
+                    return ConversationCaller(found.delegate_id, None, via_cookie=True)
             if request.headers.get(auth.SIGNATURE_HEADER) is not None:
                 self._refuse_processor(runtime, request, client)
             self.authenticate_person(runtime, None, client)  # counts the failure, raises
@@ -109,6 +104,8 @@ class ConversationGate:
             raise errors.unauthorized() from None
         except JOURNAL_DOWN:
             raise errors.unavailable() from None
+        except redis.RedisError:
+            raise errors.unavailable("the session store (Redis)") from None
         raise errors.unauthorized()
 
     def _token(
@@ -120,7 +117,7 @@ class ConversationGate:
         via_cookie: bool,
     ) -> ConversationCaller:
         if token is not None and operators.token_operator(token) is not None:
-            operator = operators.authenticate(runtime, token)
+            operator = operators.authenticate(runtime, token, client, "conversation bearer")
             if operator is None:
                 raise auth.AuthError("bad operator token")
             return ConversationCaller(None, operator.name, via_cookie)

@@ -51,8 +51,8 @@ def runtime(clean_stores: Stores) -> Iterator[Runtime]:
 
 
 @pytest.fixture
-def people() -> PersonTokens:
-    return PersonTokens()
+def people(runtime: Runtime) -> PersonTokens:
+    return PersonTokens(runtime)
 
 
 @pytest.fixture
@@ -249,7 +249,13 @@ def test_a_cookie_borne_turn_needs_the_pages_header(
     runtime: Runtime, client: TestClient, people: PersonTokens
 ) -> None:
     token = people.issue("alice")
-    signed_in = client.post("/chat/login", data={"token": token}, follow_redirects=False)
+    forged = client.post("/chat/login", data={"token": token}, follow_redirects=False)
+    assert forged.status_code == 403  # no anti-CSRF token: another site's form
+    form = client.get("/chat")
+    csrf = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    signed_in = client.post(
+        "/chat/login", data={"token": token, "csrf": csrf}, follow_redirects=False
+    )
     assert signed_in.status_code == 303 and "httponly" in signed_in.headers["set-cookie"].lower()
     path = BASE.format("alice") + "/turns"
     headers = {"Idempotency-Key": "c1"}
@@ -261,6 +267,12 @@ def test_a_cookie_borne_turn_needs_the_pages_header(
     page = client.get("/chat")
     assert page.status_code == 200 and 'data-delegate="alice"' in page.text
     assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert token not in page.text and token not in str(client.cookies)
+    # Revoking the token ends the session it signed in.
+    people.revoke("alice", "default")
+    assert 'data-delegate="alice"' not in client.get("/chat").text
+    again = client.post(path, json={"text": "x"}, headers={"Idempotency-Key": "c2"})
+    assert again.status_code == 401
 
 
 def every_route(routes: list[Any]) -> Iterator[tuple[str, set[str]]]:
@@ -346,7 +358,7 @@ keys = (
 def test_hostile_turns_answer_4xx_naming_the_field_and_store_nothing_invalid(
     runtime: Runtime, client: TestClient, people: PersonTokens, body: Any, key: str | None
 ) -> None:
-    token = next(iter(people.tokens), None) or people.issue("alice")
+    token = people.issued[0] if people.issued else people.issue("alice")
     before = stored_turns(runtime)
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers: dict[str, str | bytes] = {**bearer(token), "Content-Type": "application/json"}
@@ -379,14 +391,17 @@ def test_hostile_turns_answer_4xx_naming_the_field_and_store_nothing_invalid(
 def test_ten_thousand_unknown_in_reply_to_store_nothing(
     runtime: Runtime, client: TestClient, people: PersonTokens
 ) -> None:
-    """Ten thousand ids that name no message of the delegate (unknown ones, and the ids of
-    another delegate's messages) are all refused: the first 300 over HTTP (422 naming
-    in_reply_to), all of them by the journal check the route makes. Nothing is stored."""
+    """Ten thousand ids that name no question of the delegate (unknown ones, and another
+    delegate's question) are refused with 422 naming in_reply_to, nothing stored: 300 over
+    HTTP, all of them through the one statement that checks and inserts."""
     token = people.issue("alice")
-    _assistant_message(runtime, "bob", "bob's reply", None)
-    with runtime.engine.connect() as connection:
+    with runtime.engine.begin() as connection:
         bobs = connection.execute(
-            text("SELECT id FROM conversation_events WHERE type = 'assistant.message'")
+            text(
+                "INSERT INTO questions (id, delegate_id, signal_id, about, text) VALUES "
+                "(gen_random_uuid(), 'bob', gen_random_uuid(), 'task.completed', 'go?') "
+                "RETURNING id"
+            )
         ).scalar_one()
     unknown = [bobs] + [uuid.uuid4() for _ in range(9_999)]
     for n, reply_to in enumerate(unknown[:300]):
@@ -396,13 +411,13 @@ def test_ten_thousand_unknown_in_reply_to_store_nothing(
         )  # fmt: skip
         assert answer.status_code == 422, answer.text
         assert answer.json()["field"] == "in_reply_to"
-    assert not any(person.assistant_message_exists(runtime.engine, "alice", i) for i in unknown)
+    for n, reply_to in enumerate(unknown):
+        with pytest.raises(person.UnknownQuestion):
+            person.accept_turn(runtime.engine, "alice", "app", "yes", f"j{n}", reply_to)
     assert stored_turns(runtime) == 0
 
 
-def test_too_many_turns_answer_429_with_retry_after(
-    clean_stores: Stores, people: PersonTokens
-) -> None:
+def test_too_many_turns_answer_429_with_retry_after(clean_stores: Stores) -> None:
     configured = build_settings(
         database_url=clean_stores.database_url,
         redis_url=clean_stores.redis_url,
@@ -410,6 +425,7 @@ def test_too_many_turns_answer_429_with_retry_after(
         chat_turns_per_minute=3,
     )
     rt = build_runtime(configured, registry=KindRegistry())
+    people = PersonTokens(rt)
     token = people.issue("alice")
     with TestClient(create_app(lambda: rt, authenticate_person=people.authenticate)) as client:
         answers = [

@@ -1,41 +1,26 @@
-"""Person tokens for tests of the conversation API: issue, revoke, authenticate, under the
-contract of ``inner_plane.sources.person_auth.authenticate_person`` (raise AuthError on a bad
-or revoked token)."""
+"""Person tokens for tests of the conversation API: a person for the delegate (made on first
+use), then the people module's own issue, revoke and authenticate."""
 
 from __future__ import annotations
 
-import secrets
-import uuid
-from dataclasses import dataclass
-
+from inner_plane.people import directory
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth
-
-
-@dataclass(frozen=True)
-class Principal:
-    delegate_id: str
-    label: str
-    token_id: uuid.UUID
+from inner_plane.sources import person_auth
 
 
 class PersonTokens:
-    def __init__(self) -> None:
-        self.tokens: dict[str, Principal] = {}
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.issued: list[str] = []
 
     def issue(self, delegate_id: str, label: str = "default") -> str:
-        token_id = uuid.uuid4()
-        token = f"ipp.{token_id.hex}.{secrets.token_urlsafe(24)}"
-        self.tokens[token] = Principal(delegate_id, label, token_id)
+        if directory.get(self.runtime, delegate_id) is None:
+            directory.add(self.runtime, delegate_id, display_name=delegate_id.title())
+        _record, token = person_auth.issue_token(self.runtime, delegate_id, label)
+        self.issued.append(token)
         return token
 
     def revoke(self, delegate_id: str, label: str) -> None:
-        for token, principal in list(self.tokens.items()):
-            if (principal.delegate_id, principal.label) == (delegate_id, label):
-                del self.tokens[token]
+        assert person_auth.revoke_token(self.runtime, delegate_id, label)
 
-    def authenticate(self, runtime: Runtime, token: str | None, client: str | None) -> Principal:
-        found = None if token is None else self.tokens.get(token)
-        if found is None:
-            raise auth.AuthError("unknown or revoked person token")
-        return found
+    authenticate = staticmethod(person_auth.authenticate_person)

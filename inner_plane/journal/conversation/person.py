@@ -81,32 +81,48 @@ class CursorError(ValueError):
 
 # --- accepting a turn -------------------------------------------------------------------------
 
+# The answer to a question is accepted only if the question is the delegate's: the check and
+# the insert are one statement, so nothing is stored for an unknown one.
 _ACCEPT = text(
     """
-    INSERT INTO user_turns (id, delegate_id, channel, text, idempotency_key)
-    VALUES (:id, :delegate, :channel, :text, :key)
+    INSERT INTO user_turns (id, delegate_id, channel, text, idempotency_key, in_reply_to)
+    SELECT :id, :delegate, :channel, :text, :key, CAST(:reply AS uuid)
+     WHERE CAST(:reply AS uuid) IS NULL
+        OR EXISTS (SELECT 1 FROM questions q
+                    WHERE q.id = CAST(:reply AS uuid) AND q.delegate_id = :delegate)
     ON CONFLICT (delegate_id, idempotency_key) DO NOTHING
     RETURNING id, state
     """
 )
 _BY_KEY = text(
-    "SELECT id, state, channel, text FROM user_turns "
+    "SELECT id, state, channel, text, in_reply_to FROM user_turns "
     "WHERE delegate_id = :delegate AND idempotency_key = :key"
 )
 
 
+class UnknownQuestion(Exception):
+    """``in_reply_to`` names no question of this delegate."""
+
+
 def accept_turn(
-    engine: Engine, delegate_id: str, channel: str, text_: str, idempotency_key: str
+    engine: Engine,
+    delegate_id: str,
+    channel: str,
+    text_: str,
+    idempotency_key: str,
+    in_reply_to: uuid.UUID | None = None,
 ) -> AcceptedTurn:
     """Queue the person's turn once per (delegate, key). A concurrent twin waits on the unique
     constraint, inserts nothing, and reads the winner in a new statement (whose snapshot sees
-    the winner's commit). Raises IdempotencyConflict if the key's turn says something else."""
+    the winner's commit). Raises IdempotencyConflict if the key's turn says something else,
+    UnknownQuestion if ``in_reply_to`` is not one of the delegate's questions."""
     values = {
         "id": uuid.uuid4(),
         "delegate": delegate_id,
         "channel": channel,
         "text": text_,
         "key": idempotency_key,
+        "reply": None if in_reply_to is None else str(in_reply_to),
     }
     found = None
     for _ in range(3):  # a twin that rolled back between the statements: insert again
@@ -117,26 +133,13 @@ def accept_turn(
             found = connection.execute(_BY_KEY, values).first()
         if found is not None:
             break
+        if in_reply_to is not None:
+            raise UnknownQuestion(str(in_reply_to))
     if found is None:
         raise IdempotencyConflict(idempotency_key)
-    if (found.channel, found.text) != (channel, text_):
+    if (found.channel, found.text, found.in_reply_to) != (channel, text_, in_reply_to):
         raise IdempotencyConflict(idempotency_key)
     return AcceptedTurn(found.id, _STATE[found.state], False)
-
-
-def assistant_message_exists(engine: Engine, delegate_id: str, message_id: uuid.UUID) -> bool:
-    """Whether this is the id of one of the delegate's assistant messages (the unique index on
-    conversation_events.id)."""
-    with reading(engine) as connection:
-        return bool(
-            connection.execute(
-                text(
-                    "SELECT EXISTS (SELECT 1 FROM conversation_events WHERE id = :id "
-                    "AND delegate_id = :delegate AND type = 'assistant.message')"
-                ),
-                {"id": message_id, "delegate": delegate_id},
-            ).scalar()
-        )
 
 
 # --- reading messages -------------------------------------------------------------------------

@@ -3,7 +3,7 @@ person's history pages by the assistant's messages and a turn's activations; the
 a new turn from a changed one
 
 Revision ID: 0021_conversation_api
-Revises: 0019_memories_delegate_tsv
+Revises: 0020_people
 Create Date: 2026-12-02
 
 - ``user_turns.idempotency_key`` with a unique constraint on (delegate_id, idempotency_key):
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0021_conversation_api"
-down_revision = "0019_memories_delegate_tsv"
+down_revision = "0020_people"
 branch_labels = None
 depends_on = None
 
