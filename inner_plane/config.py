@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     broker_url: str | None = None
     data_dir: Path = Path(".inner-plane")
+    # `inner-plane up` ends the plane when one of its embedded stores stays unreachable this
+    # long (seconds), restarts included; until then it restarts, adopts or waits for it.
+    store_down_deadline_s: float = Field(default=300.0, gt=0)
 
     log_format: Literal["logfmt", "json"] = "logfmt"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

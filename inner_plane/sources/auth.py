@@ -236,3 +236,24 @@ def _authenticate(
     if not fresh:
         raise _fail(runtime, client, "replayed signature", processor.name)
     return processor, None, False
+
+
+# --- the same rules for other bearer credentials (person tokens, sources.person_auth) ----------
+
+
+def gate(runtime: Runtime, client: str | None, refused_key: str | None = None) -> bool:
+    """Before any lookup or hash of another credential: raise Throttled if the address is over
+    its failure limit; True if this (credential, token) pair was refused moments ago."""
+    return _gate(runtime, client, refused_key)
+
+
+def refusal(
+    runtime: Runtime,
+    client: str | None,
+    reason: str,
+    who: str | None,
+    refused_key: str | None = None,
+) -> AuthError:
+    """Count the failure against the address, remember the refused pair, log the reason, and
+    return the AuthError to raise."""
+    return _fail(runtime, client, reason, who, refused_key)
