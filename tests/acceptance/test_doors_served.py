@@ -1,7 +1,8 @@
 """The doors of a real `inner-plane serve` (issue 29): what only a real server and real sockets
 show. uvicorn does not take the client from X-Forwarded-For; a slow body is refused after its
-deadline and a body sent without credentials is never waited for; a client leaving mid-body is
-at most a log line; past the stream cap the 151st stream is refused while /healthz and an
+deadline and a body sent without credentials is never waited for, a slow request head is cut
+off, malformed requests do not write a line each; a client leaving mid-body is at most a log
+line; past the stream cap the 151st stream is refused while /healthz and an
 operator read keep answering.
 """
 
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from inner_plane import operators
+from inner_plane.http.server import HEAD_TIMEOUT_S
 from inner_plane.runtime import Runtime
 from inner_plane.sources import processors
 from tests.support.http_api import start_api
@@ -118,9 +120,23 @@ def test_slow_and_abandoned_bodies(runtime: Runtime, served: tuple[ChildProcess,
                                                  "Content-Length": "1000"}) + b'{"kind": '
         )  # fmt: skip
         sock.close()
+    # A head sent a byte at a time is cut off (HEAD_TIMEOUT_S): the connection is closed.
+    slow = connect(url)
+    slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    slow.settimeout(HEAD_TIMEOUT_S + 30)
+    assert slow.recv(4096) == b""
+    slow.close()
+    # Malformed requests: a 400 each, and uvicorn's warning once, not once per request.
+    for _ in range(50):
+        sock = connect(url)
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        assert read_status(sock) == 400
+        sock.close()
     with httpx.Client(base_url=url, timeout=30) as client:
         assert client.get("/healthz").status_code == 200
-    assert "Traceback" not in child.output()
+    output = child.output()
+    assert "Traceback" not in output
+    assert output.count("Invalid HTTP request received.") == 1
 
 
 def test_the_151st_stream_is_refused_and_the_api_keeps_answering(

@@ -412,6 +412,21 @@ def test_docs_are_off_and_errors_do_not_echo_input(client: TestClient) -> None:
         assert set(body) == {"error", "message", "field", "reason"}
 
 
+def test_enabled_docs_cannot_be_framed(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INNER_PLANE_API_DOCS", "true")
+    load_settings.cache_clear()
+    try:
+        with TestClient(build(runtime)) as client:
+            for path in ("/docs", "/redoc"):
+                answer = client.get(path)
+                assert answer.status_code == 200
+                assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+                assert answer.headers["x-frame-options"] == "DENY"
+    finally:
+        monkeypatch.delenv("INNER_PLANE_API_DOCS")
+        load_settings.cache_clear()
+
+
 def test_a_body_over_the_limit_is_refused_before_it_is_read(
     runtime: Runtime, client: TestClient
 ) -> None:
