@@ -30,7 +30,10 @@ and this client all compete for them, so absolute figures move between runs; the
 
 The last line is one JSON object with every figure, including ``http_single_vs_bare`` and
 ``http_batch_vs_bare`` (target >= 0.7), ``auth_unknown_vs_known_p50`` and
-``auth_storm_p99_ratio``. ``--auth-only`` runs (c) alone.
+``auth_storm_p99_ratio``, and (d): the p99 of /healthz and of an operator read while one
+processor opens MCP streams at its full rate (``exhaustion_healthz_p99_ms``,
+``exhaustion_read_p99_ms``, target <= 100; quiet figures beside them; 10 s with --quick, two
+minutes without). ``--auth-only`` runs (c) and (d) alone.
 """
 
 from __future__ import annotations
@@ -291,6 +294,95 @@ def auth_figures(port: int, token: str) -> dict[str, Any]:
     }
 
 
+EXHAUSTION_S = 10.0 if QUICK else 120.0
+EXHAUSTION_OPENERS = 4
+
+
+def _status(sock: Any) -> int:
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return 0
+        head += chunk
+    return int(head.split(b" ", 2)[1])
+
+
+def exhaustion_figures(port: int, processor_token: str, operator_token: str) -> dict[str, Any]:
+    """(d): one processor opening MCP streams at its full rate (threads that open a stream,
+    keep it if it is accepted and open the next at once) while one client reads /healthz and
+    an operator read in turn: their p99 during the attempt and without it."""
+    import socket
+    import threading
+
+    import httpx
+
+    head = (
+        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {processor_token}\r\n"
+        "Accept: text/event-stream\r\n\r\n"
+    ).encode()
+    operator = {"Authorization": f"Bearer {operator_token}"}
+
+    def probe(seconds: float) -> tuple[list[float], list[float]]:
+        health: list[float] = []
+        read: list[float] = []
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            client.get("/v1/delegates", headers=operator)  # the token's one scrypt check
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for path, headers, into in (
+                    ("/healthz", {}, health), ("/v1/delegates", operator, read),
+                ):  # fmt: skip
+                    started = time.perf_counter()
+                    status = client.get(path, headers=headers).status_code
+                    into.append(time.perf_counter() - started)
+                    if status != 200:
+                        raise SystemExit(f"exhaustion: {path} answered {status}")
+        return health, read
+
+    quiet_health, quiet_read = probe(EXHAUSTION_S / 4)
+    stop = threading.Event()
+    accepted: list[int] = []
+    refused: list[int] = []
+
+    def opener() -> None:
+        held = []
+        try:
+            while not stop.is_set():
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                sock.sendall(head)
+                status = _status(sock)
+                if status == 200:
+                    held.append(sock)
+                    accepted.append(status)
+                else:
+                    refused.append(status)
+                    sock.close()
+        finally:
+            for sock in held:
+                sock.close()
+
+    threads = [threading.Thread(target=opener) for _ in range(EXHAUSTION_OPENERS)]
+    for thread in threads:
+        thread.start()
+    try:
+        health, read = probe(EXHAUSTION_S)
+        load_during = os.getloadavg()[0]
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    return {
+        "exhaustion_healthz_p99_quiet_ms": round(p99(quiet_health) * 1000, 2),
+        "exhaustion_healthz_p99_ms": round(p99(health) * 1000, 2),
+        "exhaustion_read_p99_quiet_ms": round(p99(quiet_read) * 1000, 2),
+        "exhaustion_read_p99_ms": round(p99(read) * 1000, 2),
+        "exhaustion_streams_accepted": len(accepted),
+        "exhaustion_streams_refused": len(refused),
+        "exhaustion_loadavg_1m": round(load_during, 2),
+    }
+
+
 def _wait_healthy(port: int, path: str, child: subprocess.Popen[bytes], log: Path) -> None:
     import httpx
 
@@ -314,6 +406,7 @@ def main() -> None:
 def benchmark(stores: Stores) -> None:
     from sqlalchemy import text
 
+    from inner_plane import operators
     from inner_plane.config import build_settings
     from inner_plane.runtime import build_runtime
     from inner_plane.services.embedded import free_port
@@ -326,6 +419,7 @@ def benchmark(stores: Stores) -> None:
     runtime = build_runtime(settings, registry=KindRegistry())
     runtime.redis.flushdb()
     processor, token = processors.add(runtime, "bench", rate_limit=10_000_000)
+    _, operator_token = operators.add(runtime, "bench")
     env = stores.env(INNER_PLANE_LOG_LEVEL="WARNING")
     logs_dir = Path(stores.data_dir) / "bench-http-logs"
     logs_dir.mkdir(parents=True, exist_ok=True)
@@ -356,6 +450,7 @@ def benchmark(stores: Stores) -> None:
             _wait_healthy(port, "/healthz" if name == "http" else "/docs", child, log)
         if AUTH_ONLY:
             auth_only = auth_figures(servers["http"][0], token)
+            auth_only.update(exhaustion_figures(servers["http"][0], token, operator_token))
             print(json.dumps(auth_only, indent=1))
             harness.emit(auth_only)
             return
@@ -401,6 +496,7 @@ def benchmark(stores: Stores) -> None:
             print(f"round {round_no + 1}: {stored} signals in the journal", flush=True)
         breakdown = in_process_breakdown(runtime, processor)
         breakdown.update(auth_figures(servers["http"][0], token))
+        breakdown.update(exhaustion_figures(servers["http"][0], token, operator_token))
     finally:
         for _, child in servers.values():
             child.terminate()
@@ -444,6 +540,14 @@ def benchmark(stores: Stores) -> None:
         "auth: unknown/known p50 {auth_unknown_vs_known_p50} (target 0.8 to 1.25); valid p99 "
         "{auth_valid_p99_quiet_ms} ms quiet, {auth_valid_p99_storm_ms} ms in a bad-token storm, "
         "ratio {auth_storm_p99_ratio} (target <= 2) at load average {auth_storm_loadavg_1m}".format(
+            **breakdown
+        )
+    )
+    print(
+        "stream exhaustion ({exhaustion_streams_accepted} accepted, "
+        "{exhaustion_streams_refused} refused): /healthz p99 {exhaustion_healthz_p99_ms} ms "
+        "(quiet {exhaustion_healthz_p99_quiet_ms}), operator read p99 {exhaustion_read_p99_ms} ms "
+        "(quiet {exhaustion_read_p99_quiet_ms}), load average {exhaustion_loadavg_1m}".format(
             **breakdown
         )
     )

@@ -25,7 +25,7 @@ from inner_plane.http.operator_auth import COOKIE
 from inner_plane.mcp_adapter.http import build_route
 from inner_plane.runtime import Runtime
 from inner_plane.sources import auth_throttle, credentials, processors
-from inner_plane.sources.streams import StreamSlots
+from inner_plane.sources.streams import StreamSlots, process_slots
 from tests.conftest import ContextLog
 from tests.support.ui_session import form_csrf, sign_in
 
@@ -394,6 +394,27 @@ def test_streams_are_capped_per_credential_and_in_all() -> None:
     slots.release("processor:a")
     slots.acquire("processor:d")
     assert slots.held() == 5
+
+
+def test_the_live_feed_and_mcp_streams_take_slots(runtime: Runtime, client: TestClient) -> None:
+    _, operator_token = operators.add(runtime, "dana")
+    _, processor_token = processors.add(runtime, "ci")
+    slots = process_slots()
+    doors = [
+        ("operator:dana", "/v1/events", operator_token),
+        ("processor:ci", "/mcp", processor_token),
+    ]
+    for credential, path, token in doors:
+        for _ in range(slots.per_credential):  # the credential's streams, all open
+            slots.acquire(credential)
+        try:
+            headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+            answer = client.get(path, headers=headers)
+            assert answer.status_code == 429, (path, answer.text)
+            assert answer.json()["error"] == "too_many_streams"
+        finally:
+            for _ in range(slots.per_credential):
+                slots.release(credential)
 
 
 def test_docs_are_off_and_errors_do_not_echo_input(client: TestClient) -> None:
