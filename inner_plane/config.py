@@ -165,6 +165,10 @@ class Settings(BaseSettings):
     # Serve the interactive API docs (/docs, /redoc); the OpenAPI document itself is always
     # at /openapi.json.
     api_docs: bool = False
+    # The conversation API (docs/conversation.md): turns one delegate's person may send per
+    # minute (429 past it), and the longest message a turn may hold, in characters (413).
+    chat_turns_per_minute: int = Field(default=30, ge=1)
+    chat_max_text: int = Field(default=16_000, ge=1, le=100_000)
 
     @field_validator("database_url")
     @classmethod

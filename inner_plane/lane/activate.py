@@ -22,6 +22,7 @@ from inner_plane.journal.lane.leases import LeaseLost, fence
 from inner_plane.lane import finish
 from inner_plane.lane.guard import LaneGuard
 from inner_plane.lane.records import Step, Transaction, activation_fields, log_quarantined
+from inner_plane.lane.reply_stream import ReplyStream
 from inner_plane.outbound.channels import Channel
 from inner_plane.outbound.deliver import contact_on_dispositions
 from inner_plane.runtime import Runtime
@@ -55,6 +56,13 @@ class Activator:
         """``transaction``: a fenced transaction of the run; ``closing``: the one that ends the
         activation (it also reads the next due window)."""
         activation = step.activation
+        # Only a reply to the person's turn is streamed to them: a background activation's
+        # text never is.
+        reply = (
+            ReplyStream(self.runtime.redis, activation.delegate_id, activation.id, step.turn_id)
+            if step.turn_id is not None and self.runtime.settings.redis_url is not None
+            else None
+        )
         guard = LaneGuard(
             lambda: single_statement(self.runtime.engine),
             activation.delegate_id,
@@ -63,6 +71,7 @@ class Activator:
             activation.trigger,
             lease_lost,
             yield_hint,
+            reply,
         )
         started = time.monotonic()
         context: WorkingContext | None = None
@@ -77,8 +86,12 @@ class Activator:
             # What a model returned is hostile input: made storable before anything records it.
             result = storable_result(self.agent.run(context, guard))
         except LeaseLost:
+            if reply is not None:
+                reply.aborted("lease_lost")
             raise
         except Preempted as preempted:
+            if reply is not None:
+                reply.aborted("preempted")
             finish.interrupted(
                 closing,
                 step,
@@ -89,6 +102,8 @@ class Activator:
             )
             return
         except Exception as error:  # the agent or composer failed: bounded retry
+            if reply is not None:
+                reply.aborted("failed")
             finish.failed(
                 closing,
                 settings,

@@ -116,6 +116,13 @@ class ConversationEventRow(Base):
             postgresql_where=sqlalchemy.text("turn_id IS NOT NULL"),
         ),
         Index("ix_conversation_events_created_at", "created_at"),
+        # Migration 0021_conversation_api: the person's history, newest first.
+        Index(
+            "ix_conversation_events_assistant",
+            "delegate_id",
+            "seq",
+            postgresql_where=sqlalchemy.text("type = 'assistant.message'"),
+        ),
     )
 
 
