@@ -54,6 +54,7 @@ BENCHES = (
     "cli",
     "growth",
     "capacity",
+    "chat",
 )
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
@@ -85,6 +86,13 @@ TARGETS = (
     Target("capacity", "signals_per_s_per_signals_worker", None),
     Target("capacity", "activations_per_s_per_activation_worker", None),
     Target("capacity", "journal_bytes_per_1000_signals", None),
+    Target("chat", "turn_accept_p99_ms", None),
+    Target("chat", "turn_accept_vs_bare_p99", 2.0, higher_is_better=False),
+    Target("chat", "delta_relay_p99_ms", None),
+    Target("chat", "delta_relay_vs_pubsub_p99", 3.0, higher_is_better=False),
+    Target("chat", "streams_held", 1000.0),
+    Target("chat", "streams_relay_p99_ms", 100.0, higher_is_better=False),
+    Target("chat", "streams_rss_growth_mb", 150.0, higher_is_better=False),
 )
 
 

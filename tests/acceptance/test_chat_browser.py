@@ -132,6 +132,7 @@ def test_the_chat_page_in_chromium(
         "n => document.querySelectorAll('li.message:not(.draft)').length >= n", arg=5
     )
     assert assistant_texts(page) == [REPLY, HOSTILE, PROACTIVE]
+    assert not page.is_visible("#earlier")  # all of the history fits one page
     persons = page.eval_on_selector_all(
         "li.message.person .text", "nodes => nodes.map(n => n.textContent)"
     )
