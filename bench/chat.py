@@ -54,15 +54,16 @@ def serve(stores: Stores, app: str) -> tuple[subprocess.Popen[bytes], str]:
     """One uvicorn process serving ``app`` (an ASGI factory), without a concurrency cap."""
     port = free_port()
     env = stores.env(INNER_PLANE_CHAT_TURNS_PER_MINUTE="100000000")
+    log = (stores.data_dir / f"{app.split(':')[0]}.log").open("wb")
     process = subprocess.Popen(
         [
             sys.executable, "-m", "uvicorn", app, "--factory", "--port", str(port),
             "--log-level", "warning", "--no-access-log",
         ],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while True:
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
@@ -70,7 +71,7 @@ def serve(stores: Stores, app: str) -> tuple[subprocess.Popen[bytes], str]:
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline or process.poll() is not None:
-            raise RuntimeError(f"{app} did not start")
+            raise RuntimeError(f"{app} did not start (see {log.name})")
         time.sleep(0.1)
 
 
