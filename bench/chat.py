@@ -53,7 +53,12 @@ PATH = f"/v1/delegates/{DELEGATE}/conversation"
 def serve(stores: Stores, app: str) -> tuple[subprocess.Popen[bytes], str]:
     """One uvicorn process serving ``app`` (an ASGI factory), without a concurrency cap."""
     port = free_port()
-    env = stores.env(INNER_PLANE_CHAT_TURNS_PER_MINUTE="100000000")
+    env = stores.env(
+        INNER_PLANE_CHAT_TURNS_PER_MINUTE="100000000",
+        # Room for the 1,000 streams of (c) (the defaults keep a process to 150, 10 per token).
+        INNER_PLANE_API_STREAMS=str(STREAMS + 50),
+        INNER_PLANE_API_STREAMS_PER_CREDENTIAL=str(STREAMS + 50),
+    )
     log = (stores.data_dir / f"{app.split(':')[0]}.log").open("wb")
     process = subprocess.Popen(
         [

@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     notify_webhook_secret: str | None = None
     notify_webhook_attempts: int = Field(default=4, ge=1, le=10)
     notify_timeout_s: float = Field(default=10.0, gt=0)
+    # How often beat sends the outbox sweep: messages held for the end of a person's quiet
+    # hours go out within this many seconds of it.
+    notify_outbox_interval_s: float = Field(default=5.0, gt=0)
 
     # Operator endpoints started by `inner-plane up`.
     flower_port: int = Field(default=5555, ge=1, le=65535)

@@ -40,6 +40,7 @@ from inner_plane.http.schemas import (
     PublishedSignal,
     SignalBatch,
 )
+from inner_plane.journal.processors import Processor
 from inner_plane.operators import is_loopback
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Signal, SignalError
@@ -49,6 +50,7 @@ from inner_plane.sources.intake import (
     JOURNAL_DOWN,
     MAX_BODY_BYTES,
     authorized,
+    bearer,
     client_of,
     path_of,
     read_body,
@@ -96,11 +98,15 @@ def publish_request(
     headers: Mapping[str, str],
     body: bytes,
     client: str | None = None,
+    admitted: tuple[Runtime, Processor] | None = None,
 ) -> Response:
     """The whole publication in one worker thread: auth, limit, parse, admit, journal, and the
-    answer encoded (off the event loop, which every connection of the process shares)."""
+    answer encoded (off the event loop, which every connection of the process shares).
+    ``admitted``: the processor, already authenticated (a bearer token, before the body)."""
     try:
-        runtime, processor = authorized(runtime_factory, method, path, headers, body, client)
+        runtime, processor = admitted or authorized(
+            runtime_factory, method, path, headers, body, client
+        )
         raws, batch = parse_request(body)
         published = grants.publish_for(
             runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch, plain_text(body)
@@ -255,6 +261,19 @@ def create_app(
         openapi_extra={"requestBody": PUBLISH_BODY, "parameters": [IDEMPOTENCY_PARAMETER]},
     )
     async def post_signals(request: Request) -> Response:
+        admitted = None
+        if bearer(request):
+            # A token does not cover the body: the caller is proven before it is read.
+            admitted = await anyio.to_thread.run_sync(
+                authorized,
+                runtime_factory,
+                "POST",
+                path_of(request),
+                request.headers,
+                b"",
+                client_of(request),
+                limiter=publish_threads(),
+            )
         body = await read_body(request, max_body_bytes)
         publish = functools.partial(
             publish_request,
@@ -264,6 +283,7 @@ def create_app(
             request.headers,
             body,
             client_of(request),
+            admitted,
         )
         return await anyio.to_thread.run_sync(publish, limiter=publish_threads())
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from inner_plane import logs
-from inner_plane.activation import AgentResult, Preempted, WorkingContext
+from inner_plane.activation import Activation, AgentResult, Preempted, WorkingContext
 from inner_plane.activation.storable import storable_result, storable_text
 from inner_plane.agent.port import BaseAgent, Composer
 from inner_plane.config import Settings
@@ -36,7 +36,8 @@ class Activator:
     runtime: Runtime
     agent: BaseAgent
     composer: Composer
-    # Where escalated and needs_input dispositions reach the user (none: nobody).
+    # Where escalated and needs_input dispositions reach a delegate without a person (none:
+    # nobody); a delegate's person is reached on their preferred channel.
     contact_channels: list[Channel]
 
     @property
@@ -115,19 +116,18 @@ class Activator:
             )
             return
         finish.completed(closing, step, context, result, time.monotonic() - started)
-        if self.contact_channels:
-            try:
-                contact_on_dispositions(
-                    self.runtime,
-                    self.contact_channels,
-                    activation,
-                    result.settlements,
-                    result.reply,
-                )
-            except LeaseLost:
-                raise
-            except Exception as error:  # contact is best effort; the settlement stands
-                logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
+        self._contact(activation, result)
+
+    def _contact(self, activation: Activation, result: AgentResult) -> None:
+        """Best effort: the settlement stands whatever happens here."""
+        try:
+            contact_on_dispositions(
+                self.runtime, self.contact_channels, activation, result.settlements, result.reply
+            )
+        except LeaseLost:
+            raise
+        except Exception as error:
+            logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
 
     def _compose_isolating(self, step: Step, transaction: Transaction) -> WorkingContext:
         """Compose; if that fails, find the claimed signals that cannot be composed even alone,

@@ -55,6 +55,9 @@ TURN_RESUMED = "user.turn.resumed"
 CONTEXT_USAGE = "context.usage"
 CONTEXT_COMPACTED = "context.compacted"
 CONTEXT_CAPSULE = "context.capsule"
+# A question the delegate put to its person (a needs_input settlement); their answer is the
+# user.message whose payload's ``in_reply_to`` is the question's id.
+QUESTION_ASKED = "person.question"
 
 
 class ConversationRow(Base):
