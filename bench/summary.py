@@ -55,6 +55,7 @@ BENCHES = (
     "growth",
     "capacity",
     "chaos",
+    "chat",
 )
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
@@ -96,6 +97,13 @@ TARGETS = (
     # Issue 31: a killed holder's claims without new traffic; the plane after `pg_ctl restart`.
     Target("chaos", "claims_recovered_after_kill_p99_s", 10.0, higher_is_better=False),
     Target("chaos", "plane_back_after_pg_restart_s", 30.0, higher_is_better=False),
+    Target("chat", "turn_accept_p99_ms", None),
+    Target("chat", "turn_accept_vs_bare_p99", 2.0, higher_is_better=False),
+    Target("chat", "delta_relay_p99_ms", None),
+    Target("chat", "delta_relay_vs_pubsub_p99", 3.0, higher_is_better=False),
+    Target("chat", "streams_held", 1000.0),
+    Target("chat", "streams_relay_p99_ms", 100.0, higher_is_better=False),
+    Target("chat", "streams_rss_growth_mb", 150.0, higher_is_better=False),
 )
 
 
