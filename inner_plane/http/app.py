@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -27,9 +28,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import metrics, operator_api, ui
+from inner_plane.http import metrics, operator_api, ui, validation
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import OperatorGate
+from inner_plane.http.operator_calls import UuidPath
 from inner_plane.http.schemas import (
     ExternalSignal,
     Health,
@@ -212,6 +214,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_exception_handler(ApiError, errors.handle_api_error)
+    # Refused parameters: the declared error body, after the credential check (http/validation).
+    app.add_exception_handler(RequestValidationError, validation.handler(gate))
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:
@@ -256,7 +260,7 @@ def create_app(
         response_model=Signal,
         responses=errors.STATUS_ERRORS,
     )
-    async def get_signal(signal_id: str, request: Request) -> Response:
+    async def get_signal(signal_id: UuidPath, request: Request) -> Response:
         payload = await run_in_threadpool(
             status_request,
             runtime_factory,
