@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import metrics, operator_api, ui, validation
+from inner_plane.http import guards, metrics, operator_api, ui, validation
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.operator_calls import UuidPath
@@ -39,6 +39,7 @@ from inner_plane.http.schemas import (
     PublishedSignal,
     SignalBatch,
 )
+from inner_plane.operators import is_loopback
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Signal, SignalError
 from inner_plane.sources import auth, errors, grants
@@ -212,10 +213,18 @@ def create_app(
             "See docs/sources.md."
         ),
         lifespan=lifespan,
+        # The interactive docs load their assets from a CDN: off unless asked for.
+        docs_url="/docs" if settings.api_docs else None,
+        redoc_url="/redoc" if settings.api_docs else None,
     )
+    # A redirect to the slashed (or unslashed) path would be built from the request's Host.
+    app.router.redirect_slashes = False
     app.add_exception_handler(ApiError, errors.handle_api_error)
-    # Refused parameters: the declared error body, after the credential check (http/validation).
-    app.add_exception_handler(RequestValidationError, validation.handler(gate))
+    # Refused parameters: the declared error body (guards), after the credential check on the
+    # operator API (http/validation).
+    app.add_exception_handler(
+        RequestValidationError, validation.handler(gate, guards.handle_validation_error)
+    )
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:
@@ -278,7 +287,22 @@ def create_app(
     app.include_router(metrics.build_router(runtime_factory))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
 
+    # Outermost last: unexpected errors around everything, then the strict headers on every
+    # answer (the guards' refusals too), the Host check, the bounds of bodies and parameters.
+    app.add_middleware(
+        guards.RequestBounds,
+        routes=app.router.routes,
+        max_body=max_body_bytes,
+        body_timeout_s=settings.api_body_timeout_s,
+    )
+    bind = bind_host or settings.api_host
+    app.add_middleware(
+        guards.HostGuard,
+        public_hosts=settings.public_hosts.split(","),
+        any_host=not is_loopback(bind),
+    )
     app.add_middleware(ui.SecurityHeaders)
+    app.add_middleware(guards.UnexpectedErrors)
 
     for route, _ in mounts:
         app.router.routes.append(route)

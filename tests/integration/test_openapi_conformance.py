@@ -49,7 +49,7 @@ def test_a_refused_parameter_gets_the_declared_error_body(
     assert response.status_code == 422, response.text
     body = response.json()
     assert set(body) == ERROR_KEYS and "detail" not in body
-    assert body["error"] == "invalid_signal" and body["field"] == field
+    assert body["error"] == "invalid" and body["field"] == field
     assert body["message"].startswith(f"{field}: ")
 
 
