@@ -226,6 +226,12 @@ def create_app(
         RequestValidationError, validation.handler(gate, guards.handle_validation_error)
     )
 
+    @app.get("/livez", include_in_schema=False)
+    def livez() -> Response:
+        """Liveness of this process alone (it serves requests); never asks a store, so a store
+        outage does not get every API pod restarted (readiness is /healthz)."""
+        return JSONResponse({"status": "ok"})
+
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:
         """Liveness and journal reachability (no credentials needed)."""
