@@ -99,6 +99,12 @@ def test_the_dashboard_gives_the_true_rate_with_two_api_processes(
     metrics.flush()  # this process's increments reach the shared counters now
     after = {f"api-{n}:8700": scrape(port) for n, port in enumerate(ports)}
     assert after["api-0:8700"].count("inner_plane_signals_published_total") > 0
+    # The running API's scrape passes promtool's metric lint as it is served.
+    linted = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=after["api-0:8700"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert linted.returncode == 0, linted.stdout + linted.stderr
 
     scrapes: dict[str, tuple[str, str]] = {k: (before[k], after[k]) for k in before}
     tests: dict[str, Any] = {
