@@ -19,6 +19,7 @@ from inner_plane.http.operator_calls import (
     Cursor,
     Limit,
     OperatorCalls,
+    UuidPath,
     json_response,
     page_route,
     parse_uuid,
@@ -162,9 +163,13 @@ def add_activation_routes(router: APIRouter, calls: OperatorCalls) -> None:
         summary="An activation: claimed batch, envelope, ThoughtFlow, conversation events",
         responses=NOT_FOUND,
     )
-    async def activation(request: Request, activation_id: str) -> Response:
-        key = parse_uuid("activation_id", activation_id)
-        found = await calls.read(request, lambda rt: reads.activation_detail(rt.engine, key))
+    async def activation(request: Request, activation_id: UuidPath) -> Response:
+        found = await calls.read(
+            request,
+            lambda rt: reads.activation_detail(
+                rt.engine, parse_uuid("activation_id", activation_id)
+            ),
+        )
         if found is None:
             raise ApiError(404, "not_found", "no such activation")
         return json_response(found)
@@ -175,10 +180,9 @@ def add_activation_routes(router: APIRouter, calls: OperatorCalls) -> None:
         summary="Retry every dead signal an activation had claimed",
         responses=NOT_FOUND,
     )
-    async def retry_activation(request: Request, activation_id: str) -> Response:
-        key = parse_uuid("activation_id", activation_id)
-
+    async def retry_activation(request: Request, activation_id: UuidPath) -> Response:
         def work(rt: Runtime, operator: str) -> Any:
+            key = parse_uuid("activation_id", activation_id)  # after the credential check
             done = operators.retry_dead_of_activation(rt, key, operator)
             if done is None:
                 raise ApiError(404, "not_found", "no such activation")
