@@ -5,17 +5,24 @@ changes nothing."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from inner_plane.attention import versions
 from inner_plane.attention.document import MAX_DOCUMENT_BYTES, PolicyError
 from inner_plane.http.operator_calls import NOT_FOUND, ActionBody, OperatorCalls, json_response
 from inner_plane.runtime import Runtime
+from inner_plane.sources import errors
 from inner_plane.sources.errors import ApiError
+from inner_plane.sources.intake import read_body
+
+Body = TypeVar("Body", bound=BaseModel)
+# JSON escapes can double a document's size; anything beyond is refused before it is read.
+MAX_BODY = 2 * MAX_DOCUMENT_BYTES + 1024
 
 
 class PolicyBody(BaseModel):
@@ -26,6 +33,45 @@ class PolicyBody(BaseModel):
 
 class RollbackBody(BaseModel):
     version: int = Field(ge=1, le=2**31 - 1)
+
+
+async def capped_body(request: Request) -> bytes:
+    """The request body, read here with a cap rather than by FastAPI (which would buffer any
+    size and answer without a field); refused by size before the credential is checked, as
+    every route of the API."""
+    try:
+        return await read_body(request, MAX_BODY)
+    except ApiError as error:
+        if error.status != 413:
+            raise
+        raise ApiError(
+            413,
+            "too_large",
+            f"document: larger than {MAX_DOCUMENT_BYTES} bytes",
+            field="document",
+            reason=f"a policy holds at most {MAX_DOCUMENT_BYTES} bytes",
+        ) from None
+
+
+def parsed(raw: bytes, model: type[Body]) -> Body:
+    """The JSON body as ``model`` (after the credential check), or 422 naming the field."""
+    try:
+        return model.model_validate(json.loads(raw))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise errors.invalid("body", "not a JSON object") from None
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "body"
+        raise errors.invalid(field, first["msg"]) from None
+
+
+def _documented(model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
 
 
 def refused(error: PolicyError) -> ApiError:
@@ -54,9 +100,16 @@ def add_policy_routes(router: APIRouter, calls: OperatorCalls) -> None:
         found = await calls.read(request, lambda rt: versions.history(rt, limit))
         return json_response({"items": found})
 
-    @router.post("/policy/diff", summary="What applying a candidate document would change")
-    async def diff(request: Request, body: PolicyBody) -> Response:
+    @router.post(
+        "/policy/diff",
+        summary="What applying a candidate document would change",
+        openapi_extra=_documented(PolicyBody),
+    )
+    async def diff(request: Request) -> Response:
+        raw = await capped_body(request)
+
         def work(rt: Runtime) -> dict[str, Any]:
+            body = parsed(raw, PolicyBody)
             checked(rt, body.document)
             return {"diff": versions.diff(rt, body.document)}
 
@@ -66,9 +119,13 @@ def add_policy_routes(router: APIRouter, calls: OperatorCalls) -> None:
         "/policy",
         response_model=ActionBody,
         summary="Validate a document and put it in force as a new version",
+        openapi_extra=_documented(PolicyBody),
     )
-    async def apply(request: Request, body: PolicyBody) -> Response:
+    async def apply(request: Request) -> Response:
+        raw = await capped_body(request)
+
         def work(rt: Runtime, operator: str) -> dict[str, Any]:
+            body = parsed(raw, PolicyBody)
             checked(rt, body.document)
             return {"version": versions.apply(rt, body.document, f"operator:{operator}")}
 
@@ -79,9 +136,13 @@ def add_policy_routes(router: APIRouter, calls: OperatorCalls) -> None:
         response_model=ActionBody,
         summary="Put an earlier version's document back in force (as a new version)",
         responses=NOT_FOUND,
+        openapi_extra=_documented(RollbackBody),
     )
-    async def rollback(request: Request, body: RollbackBody) -> Response:
+    async def rollback(request: Request) -> Response:
+        raw = await capped_body(request)
+
         def work(rt: Runtime, operator: str) -> dict[str, Any]:
+            body = parsed(raw, RollbackBody)
             new = versions.rollback(rt, body.version, f"operator:{operator}")
             if new is None:
                 raise ApiError(404, "not_found", f"no policy version {body.version}")

@@ -7,10 +7,10 @@ Create Date: 2026-12-02
 
 ``policy_versions`` keeps every applied document (TOML text, as given) with who applied it and
 when; ``policy_in_force`` is a one-row pointer to the version in force (no row: none applied,
-the settings decide; every read of it asks for ``WHERE singleton``, so a row added by hand
-with ``false`` changes nothing). Rolling back moves the pointer and keeps the history. ``activations`` and
-``signal_events`` gain the version in force when they were decided (NULL: the settings, or a
-row older than this migration).
+the settings decide; every read of it asks for ``WHERE singleton``, so a row added by hand with
+``false`` changes nothing). A rollback applies the old document again as a new version, so the
+history keeps every step. ``activations`` and ``signal_events`` gain the version in force when
+they were decided (NULL: the settings, or a row older than this migration).
 """
 
 import sqlalchemy as sa
