@@ -21,7 +21,7 @@ from inner_plane.http.live_feed import LiveFeed, wanted_by
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.operator_calls import OPERATOR_ERRORS, OperatorCalls
 from inner_plane.http.operator_delegates import add_activation_routes, add_delegate_routes
-from inner_plane.http.operator_policy import add_policy_routes
+from inner_plane.http.operator_policy import add_policy_routes, add_simulate_route
 from inner_plane.http.operator_signals import add_signal_routes
 from inner_plane.http.operator_timers_memories import add_memory_routes, add_timer_routes
 from inner_plane.journal.operator.live import Position
@@ -40,6 +40,7 @@ def build_router(
     add_timer_routes(router, calls)
     add_memory_routes(router, calls)
     add_policy_routes(router, calls)
+    add_simulate_route(router, calls)
 
     @router.get(
         "/events",

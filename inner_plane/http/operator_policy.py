@@ -6,6 +6,7 @@ changes nothing."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Query, Request
@@ -13,9 +14,16 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, ValidationError
 
 from inner_plane.attention import versions
-from inner_plane.attention.document import MAX_DOCUMENT_BYTES, PolicyError
+from inner_plane.attention.document import (
+    MAX_DOCUMENT_BYTES,
+    PolicyError,
+    SettingsDefaults,
+    parse_document,
+)
 from inner_plane.http.operator_calls import NOT_FOUND, ActionBody, OperatorCalls, json_response
 from inner_plane.runtime import Runtime
+from inner_plane.signals.model import IDENTIFIER_PATTERN
+from inner_plane.simulator.replay import simulate as replay
 from inner_plane.sources import errors
 from inner_plane.sources.errors import ApiError
 from inner_plane.sources.intake import read_body
@@ -149,3 +157,51 @@ def add_policy_routes(router: APIRouter, calls: OperatorCalls) -> None:
             return {"version": new, "restored": body.version}
 
         return await calls.act(request, work)
+
+
+class SimulateBody(BaseModel):
+    document: str = Field(max_length=MAX_DOCUMENT_BYTES, description="The candidate policy (TOML)")
+    since: datetime = Field(description="ISO-8601 instant with its offset")
+    until: datetime | None = Field(default=None, description="ISO-8601 instant (default: now)")
+    delegate: str | None = Field(default=None, max_length=128, pattern=IDENTIFIER_PATTERN)
+    tolerance_s: float = Field(default=2.0, ge=0, le=3600)
+
+
+def add_simulate_route(router: APIRouter, calls: OperatorCalls) -> None:
+    @router.post(
+        "/simulate",
+        summary="Replay the journal's recorded signals under a candidate policy (reads only)",
+        openapi_extra=_documented(SimulateBody),
+    )
+    async def simulate(request: Request) -> Response:
+        raw = await capped_body(request)
+
+        def work(rt: Runtime) -> dict[str, Any]:
+            body = parsed(raw, SimulateBody)
+            for name, moment in (("since", body.since), ("until", body.until)):
+                if moment is not None and moment.tzinfo is None:
+                    raise errors.invalid(name, "give the offset (e.g. Z or +00:00)")
+            until = body.until or datetime.now(UTC)
+            if until <= body.since:
+                raise errors.invalid("until", "must be after since")
+            try:
+                document = parse_document(
+                    body.document,
+                    (k.kind for k in rt.registry.kinds()),
+                    SettingsDefaults.of(rt.settings),
+                )
+            except PolicyError as error:
+                raise refused(error) from None
+            return replay(
+                rt.engine,
+                rt.registry,
+                rt.settings,
+                document,
+                body.since,
+                until,
+                body.delegate,
+                tolerance_s=body.tolerance_s,
+                label="candidate (API)",
+            )
+
+        return json_response(await calls.read(request, work))

@@ -110,7 +110,7 @@ def _first_seq(connection: Connection, table: str, since: datetime) -> int:
         ),
         {"lo": lo, "from": max(0, lo - PAGE), "since": since},
     ).scalar()
-    return int(back) - 1
+    return int(back if back is not None else lo) - 1
 
 
 _SIGNALS = """
@@ -143,9 +143,7 @@ def signals(
                 return
             at, seq = rows[-1].created_at, rows[-1].seq
     after = _first_seq(connection, "signals", since)
-    query = text(
-        _SIGNALS + " WHERE s.seq > :after ORDER BY s.seq LIMIT :page"
-    )
+    query = text(_SIGNALS + " WHERE s.seq > :after ORDER BY s.seq LIMIT :page")
     while True:
         rows = connection.execute(query, {"after": after, "page": PAGE}).all()
         for row in rows:
@@ -252,3 +250,22 @@ def first_and_last(connection: Connection) -> tuple[datetime | None, datetime | 
         )
     ).one()
     return row.first, row.last
+
+
+def budget_deferrals(
+    connection: Connection, since: datetime, until: datetime, delegate_id: str | None = None
+) -> int:
+    """Recorded wake-budget deferrals in the range (``ix_signal_events_at``)."""
+    value = connection.execute(
+        text(
+            """
+            SELECT count(*) FROM signal_events e
+             WHERE e.at >= :since AND e.at < :until AND e.event = 'deferred'
+               AND e.reason LIKE 'budget:%'
+               AND (CAST(:d AS text) IS NULL OR EXISTS (
+                    SELECT 1 FROM signals s WHERE s.id = e.signal_id AND s.delegate_id = :d))
+            """
+        ),
+        {"since": since, "until": until, "d": delegate_id},
+    ).scalar()
+    return int(value or 0)
