@@ -16,11 +16,22 @@ from sqlalchemy import Index, MetaData, Table
 from inner_plane.journal import memories, policy, processors
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import thoughtflow
+from inner_plane.journal.people import people, questions, tokens
 from inner_plane.journal.tables import METADATA
 from inner_plane.journal.timers import store as timers
 
 # The modules whose row classes join the metadata (imported for that, named so it is explicit).
-OWNERS = (conversation, memories, policy, processors, thoughtflow, timers)
+OWNERS = (
+    conversation,
+    memories,
+    people,
+    policy,
+    processors,
+    questions,
+    thoughtflow,
+    timers,
+    tokens,
+)
 
 metadata: MetaData = METADATA
 

@@ -2,7 +2,7 @@
 and signal decision was made under
 
 Revision ID: 0022_policy_versions
-Revises: 0019_memories_delegate_tsv
+Revises: 0020_people
 Create Date: 2026-12-02
 
 ``policy_versions`` keeps every applied document (TOML text, as given) with who applied it and
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022_policy_versions"
-down_revision = "0019_memories_delegate_tsv"
+down_revision = "0020_people"
 branch_labels = None
 depends_on = None
 
