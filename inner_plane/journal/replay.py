@@ -157,20 +157,8 @@ def signals(
 
 
 def _signal(row: Any) -> RecordedSignal:
-    return RecordedSignal(
-        seq=int(row.seq),
-        id=row.id,
-        delegate_id=str(row.delegate_id),
-        kind=str(row.kind),
-        mode=str(row.mode),
-        requested_mode=row.requested_mode,
-        priority=int(row.priority),
-        created_at=row.created_at,
-        state=str(row.state),
-        activation_id=row.claimed_by,
-        activation_started=row.started_at,
-        activation_finished=row.finished_at,
-    )
+    # The columns of _SIGNALS, in the dataclass's order (typed by the driver: no conversion).
+    return RecordedSignal(*row)
 
 
 def user_turns(

@@ -26,7 +26,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from inner_plane.activation import Trigger
 from inner_plane.attention.document import AttentionPolicy
@@ -41,7 +41,7 @@ DEBOUNCE_SLACK_S = 5.0
 
 
 def at(seconds: float) -> datetime:
-    return EPOCH + timedelta(seconds=seconds)
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 @dataclass(slots=True)
@@ -232,6 +232,8 @@ class Plane:
         self._step(lane, "wake")
 
     def _window(self, lane: VirtualLane, now: float) -> DueWindow:
+        # Kinds matter only when some kind has a window of its own.
+        by_kind = lane.policy.kind_timing is not None
         groups: dict[str, list[float]] = {}
         interrupt = False
         count = 0
@@ -241,13 +243,14 @@ class Plane:
                 continue
             count += 1
             interrupt = interrupt or signal.mode is Mode.INTERRUPT
-            group = groups.get(signal.kind)
-            if group is None:
-                groups[signal.kind] = [1, signal.available, signal.available]
-            else:
-                group[0] += 1
-                group[1] = min(group[1], signal.available)
-                group[2] = max(group[2], signal.available)
+            if by_kind:
+                group = groups.get(signal.kind)
+                if group is None:
+                    groups[signal.kind] = [1, signal.available, signal.available]
+                else:
+                    group[0] += 1
+                    group[1] = min(group[1], signal.available)
+                    group[2] = max(group[2], signal.available)
             oldest = signal.available if oldest is None else min(oldest, signal.available)
             newest = signal.available if newest is None else max(newest, signal.available)
         starts = lane.starts
@@ -288,7 +291,7 @@ class Plane:
                 self._look(lane, now + again)
             return
         if isinstance(decision, decide.DeferForBudget):
-            until = (decision.until - EPOCH).total_seconds()
+            until = decision.until.timestamp()
             deferred = 0
             for signal in lane.pending:
                 if signal.available <= now and signal.mode in (Mode.WAKE, Mode.INTERRUPT):

@@ -47,12 +47,12 @@ _PRUNE_EVERY = 20_000
 ActivationKey = tuple[str, frozenset[uuid.UUID], uuid.UUID | None]
 
 
-def _hour(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, EPOCH.tzinfo).strftime("%Y-%m-%dT%H")
+def _hour(seconds: float) -> int:
+    return int(seconds // 3600)
 
 
 def _s(moment: datetime) -> float:
-    return (moment - EPOCH).total_seconds()
+    return moment.timestamp()
 
 
 @dataclass
@@ -165,14 +165,18 @@ def _merged(
 
     def keyed(items: Iterator[Any], tag: int, attr: str) -> Iterator[tuple[float, int, Any]]:
         for item in items:
-            yield _s(getattr(item, attr)), tag, item
+            yield getattr(item, attr).timestamp(), tag, item
 
     return heapq.merge(
         keyed(signals, 0, "created_at"),
         keyed(turns, 1, "created_at"),
         keyed(activations, 2, "started_at"),
-        key=lambda entry: (entry[0], entry[1]),
+        key=_order,
     )
+
+
+def _order(entry: tuple[float, int, Any]) -> tuple[float, int]:
+    return entry[0], entry[1]
 
 
 def simulate(

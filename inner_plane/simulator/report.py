@@ -9,6 +9,7 @@ import bisect
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 # Delay buckets: 1 ms to ~12 days, 2% apart (a quantile is off by at most 2%).
@@ -83,7 +84,7 @@ class Figures:
 
     activations: int = 0
     per_delegate: Counter[str] = field(default_factory=Counter)
-    per_hour: Counter[str] = field(default_factory=Counter)
+    per_hour: Counter[int] = field(default_factory=Counter)  # hours since the epoch
     per_trigger: Counter[str] = field(default_factory=Counter)
     signals_in_activations: int = 0
     delay: Histogram = field(default_factory=Histogram)
@@ -103,7 +104,7 @@ class Figures:
                 found = self.kinds[name] = KindFigures()
         return found
 
-    def count_activation(self, delegate_id: str, trigger: str, hour: str, kinds: set[str]) -> None:
+    def count_activation(self, delegate_id: str, trigger: str, hour: int, kinds: set[str]) -> None:
         self.activations += 1
         self.per_delegate[delegate_id] += 1
         self.per_hour[hour] += 1
@@ -119,7 +120,10 @@ class Figures:
                 "total": self.activations,
                 "per_delegate": dict(self.per_delegate.most_common(MAX_DELEGATES_SHOWN)),
                 "delegates": len(self.per_delegate),
-                "per_hour": dict(sorted(self.per_hour.items())),
+                "per_hour": {
+                    datetime.fromtimestamp(h * 3600, UTC).strftime("%Y-%m-%dT%H:00Z"): n
+                    for h, n in sorted(self.per_hour.items())
+                },
                 "per_trigger": dict(sorted(self.per_trigger.items())),
             },
             "signals_per_activation": None
