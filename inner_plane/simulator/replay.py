@@ -22,6 +22,7 @@ Stated rules where the record cannot answer:
 
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
 from collections.abc import Iterator
@@ -43,6 +44,10 @@ DEFAULT_TOLERANCE_S = 2.0
 # How long fidelity keeps an unmatched activation of either side waiting for its match.
 MATCH_HORIZON_S = 600.0
 _PRUNE_EVERY = 20_000
+# Recent recorded activations whose kinds are remembered (per-kind activation counts).
+_RECENT_ACTIVATIONS = 5_000
+# Unmatched activations of either side kept for the fidelity match, at most.
+MAX_WAITING = 50_000
 
 ActivationKey = tuple[str, frozenset[uuid.UUID], uuid.UUID | None]
 
@@ -85,6 +90,8 @@ class Fidelity:
             stale = [k for k, at in waiting.items() if at < now - MATCH_HORIZON_S]
             for key in stale:
                 del waiting[key]
+            while len(waiting) > MAX_WAITING:  # a flood of unmatched ones: the oldest go
+                del waiting[next(iter(waiting))]
 
     @property
     def share(self) -> float | None:
@@ -217,8 +224,9 @@ def simulate(
             handled += 1
             if handled % _PRUNE_EVERY == 0:
                 fidelity.prune(moment)
-                horizon = moment - 3600.0
-                for key in [k for k, v in recorded_kinds.items() if v[0] < horizon]:
+            if len(recorded_kinds) > _RECENT_ACTIVATIONS:
+                # The oldest first (insertion order): a batch's signals arrive close together.
+                for key in list(itertools.islice(recorded_kinds, _RECENT_ACTIVATIONS // 10)):
                     del recorded_kinds[key]
             if tag == 2:
                 _recorded_activation(item, recorded, fidelity, recorded_kinds)
