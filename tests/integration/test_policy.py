@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -286,3 +287,27 @@ def test_validation_uses_the_registry_of_the_process(runtime: Runtime) -> None:
 
     runtime.registry.register(KindPolicy("custom.thing", Mode.WAKE))
     versions.validate(runtime, '[[rules]]\nkind = "custom.thing"\nquiet_ms = 1\n')
+
+
+def test_the_simulator_page_draws_both_sides(runtime: Runtime) -> None:
+    rt = replace(
+        runtime, settings=runtime.settings.model_copy(update={"batch_quiet_ms": 0,
+                                                              "batch_max_age_ms": 0})
+    )  # fmt: skip
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    versions.apply(rt, "[defaults]\nquiet_ms = 0\nmax_age_ms = 0\n", "test")
+    for n in range(3):
+        publish(kind="task.completed", source="copilot", data={"task_id": f"ui{n}"})
+        lane(rt).run("default")
+    _operator, token = operators.add(rt, "alice")
+    h = {"Authorization": f"Bearer {token}"}
+    with TestClient(create_app(lambda: rt, bind_host="127.0.0.1")) as client:
+        page = client.get("/simulate", params={"since": since.isoformat()}, headers=h)
+        assert page.status_code == 200, page.text
+        assert page.text.count("<svg") == 2 and "Activations per hour" in page.text
+        assert '<span id="fidelity">1.0</span>' in page.text
+        assert 'class="series-1"' in page.text and "task.completed" in page.text
+        naive = client.get("/simulate", params={"since": "2026-01-01T00:00:00"}, headers=h)
+        assert naive.status_code == 422 and "since" in naive.text
+        missing = client.get("/simulate", params={"version": 99}, headers=h)
+        assert missing.status_code == 422 and "no policy version 99" in missing.text
