@@ -3,10 +3,11 @@ range, as streams in time order, in keyset pages (constant memory whatever the r
 inside one READ ONLY transaction with one snapshot (REPEATABLE READ), so a replay writes
 nothing and sees one consistent history.
 
-Signals and user turns are paged by ``seq`` (insertion order, the order the plane saw them) from
-the first row of the range, found by a binary search on ``seq`` (``created_at`` grows with it;
-no index on ``created_at`` alone is worth its cost on the intake's hot path); a delegate's
-signals by ``ix_signals_delegate_created``. Activations by ``ix_activations_started_at``.
+Signals are paged by ``seq`` (insertion order, the order the plane saw them) from the first row
+of the range, found by a binary search on ``seq`` (``created_at`` grows with it; no index on
+``created_at`` alone is worth its cost on the intake's hot path); a delegate's signals by
+``ix_signals_delegate_created``. User turns by ``ix_user_turns_created_at``, activations by
+``ix_activations_started_at``.
 """
 
 from __future__ import annotations
@@ -83,9 +84,9 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
 
 
 def _first_seq(connection: Connection, table: str, since: datetime) -> int:
-    """The smallest ``seq`` whose ``created_at`` is at or after ``since`` (binary search over
-    the seq index; ``created_at`` is monotone in ``seq`` up to commit-order jitter, which the
-    range filter then absorbs)."""
+    """Just below the smallest ``seq`` whose ``created_at`` is at or after ``since`` (binary
+    search over the seq index; ``created_at`` is monotone in ``seq`` up to commit-order jitter,
+    which the range filter then absorbs)."""
     bounds = connection.execute(
         text(f"SELECT min(seq) AS lo, max(seq) AS hi FROM {table}")  # noqa: S608 - constant
     ).one()
@@ -164,33 +165,26 @@ def _signal(row: Any) -> RecordedSignal:
 def user_turns(
     connection: Connection, since: datetime, until: datetime, delegate_id: str | None = None
 ) -> Iterator[RecordedTurn]:
-    after = _first_seq(connection, "user_turns", since)
+    """The recorded user turns created in [since, until), in creation order
+    (``ix_user_turns_created_at``)."""
     query = text(
         """
         SELECT t.seq, t.id, t.delegate_id, t.created_at, a.started_at, a.finished_at
           FROM user_turns t LEFT JOIN activations a ON a.id = t.activation_id
-         WHERE t.seq > :after ORDER BY t.seq LIMIT :page
+         WHERE t.created_at >= :at AND (t.created_at > :at OR t.seq > :seq)
+           AND t.created_at < :until
+         ORDER BY t.created_at, t.seq LIMIT :page
         """
     )
+    at, seq = since, -1
     while True:
-        rows = connection.execute(query, {"after": after, "page": PAGE}).all()
+        rows = connection.execute(query, {"at": at, "seq": seq, "until": until, "page": PAGE}).all()
         for row in rows:
-            if row.created_at >= until + _SLACK:
-                return
-            if since <= row.created_at < until and (
-                delegate_id is None or row.delegate_id == delegate_id
-            ):
-                yield RecordedTurn(
-                    int(row.seq),
-                    row.id,
-                    str(row.delegate_id),
-                    row.created_at,
-                    row.started_at,
-                    row.finished_at,
-                )
+            if delegate_id is None or row.delegate_id == delegate_id:
+                yield RecordedTurn(*row)
         if len(rows) < PAGE:
             return
-        after = rows[-1].seq
+        at, seq = rows[-1].created_at, rows[-1].seq
 
 
 def activations(

@@ -231,6 +231,8 @@ USER_TURNS = Table(
     ),
     Index("ix_user_turns_running", "delegate_id", postgresql_where=text("state = 'running'")),
     Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
+    # Migration 0022_policy_versions: the simulator's read of a time range.
+    Index("ix_user_turns_created_at", "created_at"),
     Index(
         "ix_user_turns_finished_at",
         "finished_at",

@@ -10,7 +10,8 @@ when; ``policy_in_force`` is a one-row pointer to the version in force (no row: 
 the settings decide; every read of it asks for ``WHERE singleton``, so a row added by hand with
 ``false`` changes nothing). A rollback applies the old document again as a new version, so the
 history keeps every step. ``activations`` and ``signal_events`` gain the version in force when
-they were decided (NULL: the settings, or a row older than this migration).
+they were decided (NULL: the settings, or a row older than this migration). The policy
+simulator reads user turns by time: ``ix_user_turns_created_at``.
 """
 
 import sqlalchemy as sa
@@ -50,9 +51,12 @@ def upgrade() -> None:
     )
     op.add_column("activations", sa.Column("policy_version", sa.Integer))
     op.add_column("signal_events", sa.Column("policy_version", sa.Integer))
+    # The simulator reads every delegate's user turns of a time range in time order.
+    op.create_index("ix_user_turns_created_at", "user_turns", ["created_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_user_turns_created_at", "user_turns")
     op.drop_column("signal_events", "policy_version")
     op.drop_column("activations", "policy_version")
     op.drop_table("policy_in_force")
