@@ -2,7 +2,7 @@
 and signal decision was made under
 
 Revision ID: 0022_policy_versions
-Revises: 0020_people
+Revises: 0021_conversation_api
 Create Date: 2026-12-02
 
 ``policy_versions`` keeps every applied document (TOML text, as given) with who applied it and
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022_policy_versions"
-down_revision = "0020_people"
+down_revision = "0021_conversation_api"
 branch_labels = None
 depends_on = None
 
