@@ -53,6 +53,7 @@ BENCHES = (
     "ui",
     "cli",
     "growth",
+    "simulate",
     "capacity",
     "chaos",
     "chat",
@@ -90,6 +91,12 @@ TARGETS = (
     Target("cli", "cli_vs_python_start", 6.0, higher_is_better=False),
     Target("growth", "growth_max_ratio", 1.25, higher_is_better=False),
     Target("growth", "growth_max_p99_ratio", 1.5, higher_is_better=False),
+    # The policy simulator (issue 26): replay speed and memory on 1M signals (--quick: 100k),
+    # and how soon running processes follow a new policy version.
+    Target("simulate", "simulate_signals_per_s", 50_000.0),
+    Target("simulate", "simulate_rss_mb", 300.0, higher_is_better=False),
+    Target("simulate", "simulate_rss_growth_mb", None),
+    Target("simulate", "policy_pickup_p99_s", 5.0, higher_is_better=False),
     # The capacity model's figures (docs/operations.md): measured for sizing, no target.
     Target("capacity", "signals_per_s_per_signals_worker", None),
     Target("capacity", "activations_per_s_per_activation_worker", None),

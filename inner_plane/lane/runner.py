@@ -30,6 +30,8 @@ from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
 from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.attention.document import AttentionPolicy
+from inner_plane.attention.live import policy_source
 from inner_plane.attention.wakes import clear_debounce, send_activate
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane import claims, user_turns
@@ -72,7 +74,9 @@ class Lane:
         self.runtime = runtime
         self.settings = runtime.settings
         self.holder = holder or holder_name()
-        self.policy = decide.LanePolicy.of(runtime.settings)
+        self.policies = policy_source(runtime)
+        # The last delegate's lane policy, per attention policy (one delegate per lane run).
+        self._lane_policy: tuple[AttentionPolicy, str, decide.LanePolicy] | None = None
         self.leases = Leases(runtime.engine)
         self._connection: Connection | None = None
         # Whether the run's connection may still hold the liveness lock (until let go).
@@ -82,12 +86,14 @@ class Lane:
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
+        self._delegate = ""
         self.activator = Activator(runtime, agent, composer, configured_channels(runtime.settings))
 
     # --- the lane run ---------------------------------------------------------------------
 
     def run(self, delegate_id: str, reason: str = "wake") -> LaneOutcome:
         outcome = LaneOutcome()
+        self._delegate = delegate_id
         lock = self._lock(delegate_id)
         if lock is False:
             # Held by a lane that runs, or by one that died (the Redis lock outlives it by up to
@@ -247,14 +253,23 @@ class Lane:
         """Decide from the window the last activation's closing transaction read, if that says
         idle; else open the next activation (:func:`open_step`, one fenced transaction)."""
         known, self._window_after = self._window_after, None
-        if known is not None and known.lease_epoch == epoch and not decide.takes_user_turn(known):
-            idle = decide.decide(known, self.policy, first=first, reason=reason)
+        if (
+            known is not None
+            and known.lease_epoch == epoch
+            and not decide.takes_user_turn(known)
+            and self.policies.is_cached(known)  # else the opening reads the new version
+        ):
+            connection = self._connection
+            assert connection is not None
+            idle = decide.decide(
+                known, self._policy_of(connection, known), first=first, reason=reason
+            )
             if isinstance(idle, decide.Idle):
                 return idle.countdown
         return open_step(
             self._transaction,
             self.settings,
-            self.policy,
+            self._policy_of,
             delegate_id=delegate_id,
             epoch=epoch,
             holder=self.holder,
@@ -262,6 +277,17 @@ class Lane:
             reason=reason,
             first=first,
         )
+
+    def _policy_of(self, connection: Connection, window: claims.DueWindow) -> decide.LanePolicy:
+        """The delegate's lane policy under the attention policy version ``window`` read."""
+        policy = self.policies.for_window(connection, window)
+        delegate_id = self._delegate
+        cached = self._lane_policy
+        if cached is not None and cached[0] is policy and cached[1] == delegate_id:
+            return cached[2]
+        lane_policy = decide.LanePolicy.for_delegate(policy, delegate_id)
+        self._lane_policy = (policy, delegate_id, lane_policy)
+        return lane_policy
 
     # --- after the lease is released -------------------------------------------------------
 
