@@ -36,7 +36,9 @@ from tests.support.chaos import (
 )
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.chaos]
+# The first test also waits for `up` to be ready (the module's plane): on two shared cores under
+# load that alone may take minutes.
+pytestmark = [pytest.mark.acceptance, pytest.mark.chaos, pytest.mark.timeout(900)]
 
 DELEGATES = [f"chaos-{n}" for n in range(8)]
 # Short against the lease TTL of 60 s (and the broker's visibility timeout), long against a
