@@ -12,9 +12,16 @@ import gc
 from collections.abc import Callable
 
 from inner_plane.agent.chat_completions import ChatCompletionsAgent
+from inner_plane.agent.continuity import (
+    Compactor,
+    ResponsesCompactor,
+    SummaryCompactor,
+    WindowKeeper,
+)
 from inner_plane.agent.dry_run import DryRunAgent
 from inner_plane.agent.openai_responses import OpenAIResponsesAgent
-from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.agent.openai_setup import openai_client
+from inner_plane.agent.port import BaseAgent, Composer, ContextKeeper
 from inner_plane.agent.scripted import ScriptedAgent
 from inner_plane.agent.standin import StandinAgent
 from inner_plane.composer.compose import ContextComposer
@@ -64,8 +71,30 @@ def load_composer(runtime: Runtime) -> Composer:
     return ContextComposer(runtime)
 
 
+def load_keeper(runtime: Runtime) -> ContextKeeper | None:
+    """The context keeper of the model agent: compaction through the official Responses
+    endpoint, or a model-written summary on Chat Completions. None for the other agents and
+    when INNER_PLANE_CONTEXT_COMPACT_TOKENS is unset."""
+    settings = runtime.settings
+    if settings.agent != "openai" or settings.context_compact_tokens is None:
+        return None
+    assert settings.openai_model is not None
+    client = openai_client(runtime)
+    compactor: Compactor = (
+        SummaryCompactor if settings.openai_api == "chat_completions" else ResponsesCompactor
+    )(
+        client,
+        settings.openai_model,
+        budget_s=settings.model_budget_s,
+        call_timeout_s=settings.openai_timeout_s,
+    )
+    return WindowKeeper.from_runtime(runtime, compactor)
+
+
 def build_lane(runtime: Runtime, holder: str | None = None) -> Lane:
-    return Lane(runtime, load_agent(runtime), load_composer(runtime), holder)
+    return Lane(
+        runtime, load_agent(runtime), load_composer(runtime), holder, keeper=load_keeper(runtime)
+    )
 
 
 _lanes: dict[int, Lane] = {}

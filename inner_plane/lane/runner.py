@@ -29,14 +29,15 @@ import redis
 from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
-from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.activation import Preempted, Trigger
+from inner_plane.agent.port import BaseAgent, Composer, ContextKeeper
 from inner_plane.attention.wakes import clear_debounce, send_activate
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane import claims, user_turns
 from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
 from inner_plane.lane import decide
 from inner_plane.lane.activate import Activator
-from inner_plane.lane.guard import Heartbeat
+from inner_plane.lane.guard import Heartbeat, LaneGuard
 from inner_plane.lane.notices import lane_notices
 from inner_plane.lane.opening import open_step
 from inner_plane.lane.records import Step, Transaction
@@ -68,6 +69,7 @@ class Lane:
         agent: BaseAgent,
         composer: Composer,
         holder: str | None = None,
+        keeper: ContextKeeper | None = None,
     ) -> None:
         self.runtime = runtime
         self.settings = runtime.settings
@@ -83,6 +85,8 @@ class Lane:
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
         self.activator = Activator(runtime, agent, composer, configured_channels(runtime.settings))
+        # Context maintenance between activations (window compaction), if the agent has any.
+        self.keeper = keeper
 
     # --- the lane run ---------------------------------------------------------------------
 
@@ -223,11 +227,17 @@ class Lane:
         clear_debounce(self.runtime, delegate_id)
         slice_ends = time.monotonic() + max(5.0, self.settings.task_soft_time_limit_s / 4)
         first = True
+        maintained = False  # at most once a lane run: a window that stays long waits a run
         while True:
             if time.monotonic() > slice_ends:
                 return 0.0  # yield the worker; a fresh task continues the drain
             step_or_wait = self._next_step(delegate_id, epoch, reason if first else "drain", first)
             if not isinstance(step_or_wait, Step):
+                # Nothing to run now: the lowest-priority work, under the same lease, yielding
+                # to a user turn like any model call; then look again.
+                if not maintained and self._maintain(delegate_id, epoch, lease_lost):
+                    maintained = True
+                    continue
                 return step_or_wait
             if step_or_wait.turn_id is None:
                 first = False  # later background batches of this run are drains
@@ -240,6 +250,30 @@ class Lane:
                 lease_lost,
                 self._yield_hint,
             )
+
+    def _maintain(self, delegate_id: str, epoch: int, lease_lost: threading.Event) -> bool:
+        """Context maintenance (compaction) when due; True to look at the lane again (it ran,
+        or yielded to a user turn waiting). A failure is the keeper's to record."""
+        if self.keeper is None:
+            return False
+        guard = LaneGuard(
+            lambda: single_statement(self.runtime.engine),
+            delegate_id,
+            epoch,
+            f"maintenance-{uuid.uuid4()}",
+            Trigger.WAKE,  # background work: any user turn pre-empts it
+            lease_lost,
+            self._yield_hint,
+        )
+        try:
+            return self.keeper.maintain(delegate_id, epoch, guard, self._transaction)
+        except Preempted:
+            return True
+        except LeaseLost:
+            raise
+        except Exception as error:  # never worth the lane: the next idle moment tries again
+            logs.emit("maintenance_failed", delegate=delegate_id, reason=str(error)[:300])
+            return False
 
     def _next_step(
         self, delegate_id: str, epoch: int, reason: str, first: bool

@@ -1,0 +1,228 @@
+"""The conversation's durable context window, in-process on the real lane (PostgreSQL, Redis)
+against the strict Responses and Chat Completions stand-ins: past its threshold the window is
+compacted between activations (the official compact endpoint, or a model-written summary on
+Chat Completions), the result replayed exactly as returned by every later activation, each
+compaction a durable ``context.compacted`` event; failures leave the old window in place."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from inner_plane.composer import build_composer
+from inner_plane.config import build_settings
+from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation import window as window_journal
+from inner_plane.journal.database import reading
+from inner_plane.lane.runner import Lane
+from inner_plane.lane.user_turns import user_turn
+from inner_plane.runtime import Runtime, build_runtime
+from inner_plane.timeline import replay
+from inner_plane.wiring import load_agent, load_keeper
+from tests.support.chat_wire import ChatReply, ChatServer
+from tests.support.model_wire import ModelServer, rate_limited, refusal, server_error
+from tests.support.responses_wire import ResponsesServer, message
+
+FACT = "my daughter's name is Ada"
+FILLER = " ".join(["the garden needs water and the fence needs paint"] * 20)
+
+
+@pytest.fixture
+def lane_runtime(runtime: Runtime) -> Iterator[Runtime]:
+    settings = runtime.settings.model_copy(
+        update={"batch_quiet_ms": 0, "batch_max_age_ms": 0, "retry_base_s": 0.01}
+    )
+    yield replace(runtime, settings=settings)
+
+
+def _lane(runtime: Runtime, server: ModelServer, api: str, **overrides: Any) -> Lane:
+    if isinstance(server, ResponsesServer):
+        server.kept_user_chars = 600  # below one filler turn: the window shrinks
+    settings = build_settings(
+        database_url=runtime.settings.database_url,
+        redis_url=runtime.settings.redis_url,
+        openai_base_url=server.base_url,
+        openai_model="m",
+        openai_api_key="k",
+        openai_api=api,
+        context_compact_tokens=1_000,
+        context_keep_messages=2,
+        context_compact_retry_s=0.01,
+        **overrides,
+    )
+    model_runtime = build_runtime(settings, registry=runtime.registry)
+    return Lane(
+        replace(runtime, settings=runtime.settings.model_copy(update=overrides)),
+        load_agent(model_runtime),
+        build_composer(model_runtime),
+        holder="test",
+        keeper=load_keeper(model_runtime),
+    )
+
+
+def _turn(lane: Lane, runtime: Runtime, words: str) -> None:
+    user_turn("default", words, runtime=runtime)
+    lane.run("default")
+
+
+def _events(runtime: Runtime, type: str) -> list[conversation.EventRecord]:
+    return [e for e in conversation.read_events(runtime.engine, "default") if e["type"] == type]
+
+
+def _window(runtime: Runtime) -> window_journal.Window:
+    with reading(runtime.engine) as connection:
+        return window_journal.read(connection, "default", 200)
+
+
+def _model_calls(server: ModelServer) -> list[dict[str, Any]]:
+    return [s.body for s in server.served if s.status == 200 and not s.path.endswith("compact")]
+
+
+def _compact_calls(server: ModelServer) -> list[dict[str, Any]]:
+    return [s.body for s in server.served if s.status == 200 and s.path.endswith("compact")]
+
+
+def test_the_window_is_compacted_and_replayed_exactly_as_returned(
+    lane_runtime: Runtime,
+) -> None:
+    server = ResponsesServer(policy=lambda conversation: [message("noted")])
+    with server.running():
+        lane = _lane(lane_runtime, server, "responses")
+        _turn(lane, lane_runtime, f"Remember this: {FACT}.")
+        for n in range(6):
+            _turn(lane, lane_runtime, f"turn {n}: {FILLER}")
+        compacted = _events(lane_runtime, conversation.CONTEXT_COMPACTED)
+        assert compacted, "the window passed its threshold and was compacted"
+        first = compacted[0]["payload"]
+        assert first["method"] == "compact"
+        assert first["tokens_before"] >= 1_000 and first["tokens_after"] < first["tokens_before"]
+        assert first["items_replaced"] > 0 and first["token_count"].startswith("estimate")
+        stored = _window(lane_runtime)
+        returned = server.served[[s.path for s in server.served].index("/v1/responses/compact")]
+        assert returned.status == 200
+        # The next model call replays the window's items exactly as the endpoint returned them.
+        _turn(lane, lane_runtime, "what is my daughter's name?")
+        last = _model_calls(server)[-1]["input"]
+        compaction_items = [i for i in last if i.get("type") == "compaction"]
+        assert len(compaction_items) == 1
+        assert compaction_items[0] in stored.items or _window(lane_runtime).version > 1
+        # Only the compaction's output and the messages since: the replaced history is not
+        # sent again (store=false) ...
+        texts = json.dumps([i for i in last if i.get("type") != "compaction"])
+        assert FACT not in texts
+        # ... yet it reached the model inside the compaction item the stand-in issued.
+        assert FACT in json.dumps(server.decoded(last))
+        assert _model_calls(server)[-1]["store"] is False
+    # The compaction replays in the timeline, and its usage is a context.usage event.
+    entries = [
+        e for e in replay(lane_runtime.engine, "default") if e["type"] == "context.compacted"
+    ]
+    assert len(entries) == len(compacted) + (len(entries) - len(compacted))
+    assert entries and entries[0]["label"] == "Inner Plane: context.compacted"
+    usages = [e["payload"] for e in _events(lane_runtime, conversation.CONTEXT_USAGE)]
+    assert any(u.get("purpose") == "compaction" for u in usages)
+
+
+def test_a_compaction_refused_once_with_429_then_answered_leaves_one_compaction(
+    lane_runtime: Runtime,
+) -> None:
+    server = ResponsesServer(policy=lambda conversation: [message("noted")])
+    server.compact_faults = [rate_limited("0")]
+    with server.running():
+        lane = _lane(lane_runtime, server, "responses")
+        for n in range(4):
+            _turn(lane, lane_runtime, f"turn {n}: {FILLER}")
+    compact_requests = [s for s in server.served if s.path.endswith("compact")]
+    assert [s.status for s in compact_requests][:2] == [429, 200]
+    assert len(_events(lane_runtime, conversation.CONTEXT_COMPACTED)) == 1
+
+
+@pytest.mark.parametrize("fault", [refusal, server_error], ids=["refusal", "500"])
+def test_a_failed_compaction_leaves_the_old_window_and_is_retried_later(
+    lane_runtime: Runtime, fault: Any
+) -> None:
+    server = ResponsesServer(policy=lambda conversation: [message("noted")])
+    # Every try fails: 500s until the retry budget is spent, or a refusal.
+    server.compact_faults = [fault() for _ in range(200)]
+    with server.running():
+        lane = _lane(lane_runtime, server, "responses", openai_budget_s=1.0)
+        for n in range(4):
+            _turn(lane, lane_runtime, f"turn {n}: {FILLER}")
+        failed = _window(lane_runtime)
+        assert failed.failures >= 1 and failed.last_error
+        assert failed.items == [] and failed.after_seq == 0  # the old window, whole
+        assert _events(lane_runtime, conversation.CONTEXT_COMPACTED) == []
+        # The conversation goes on meanwhile, answered from the old window.
+        assert _model_calls(server)[-1]["input"][-1]["content"].startswith("turn 3")
+        server.compact_faults = []
+        with lane_runtime.engine.begin() as connection:
+            connection.execute(text("UPDATE context_windows SET retry_at = now()"))
+        _turn(lane, lane_runtime, "and now?")
+    recovered = _window(lane_runtime)
+    assert recovered.failures == 0 and recovered.last_error is None and recovered.version == 1
+    assert len(_events(lane_runtime, conversation.CONTEXT_COMPACTED)) == 1
+
+
+def test_chat_completions_compacts_with_a_labelled_summary_outside_the_user_role(
+    lane_runtime: Runtime,
+) -> None:
+    def policy(messages: list[dict[str, Any]]) -> ChatReply:
+        if any(m.get("content") == "Write the summary now." for m in messages):
+            # The stand-in model summarises: it carries forward what the person said about
+            # themselves (and earlier summaries' facts).
+            kept = [
+                line
+                for m in messages
+                for line in str(m.get("content")).splitlines()
+                if "daughter" in line
+            ]
+            return ChatReply(content="\n".join(dict.fromkeys(kept)) or "nothing of note")
+        return ChatReply(content="noted")
+
+    server = ChatServer(policy=policy, max_input_chars=16_000 * 4)
+    with server.running():
+        lane = _lane(lane_runtime, server, "chat_completions")
+        _turn(lane, lane_runtime, f"Remember this: {FACT}.")
+        for n in range(6):
+            _turn(lane, lane_runtime, f"turn {n}: {FILLER}")
+        compacted = _events(lane_runtime, conversation.CONTEXT_COMPACTED)
+        assert compacted and all(e["payload"]["method"] == "summary" for e in compacted)
+        _turn(lane, lane_runtime, "what is my daughter's name?")
+        messages = [s.body for s in server.served if s.status == 200][-1]["messages"]
+    summary = [m for m in messages if "CONVERSATION SUMMARY" in str(m.get("content"))]
+    assert summary and all(m["role"] == "system" for m in summary)
+    assert FACT in summary[0]["content"]
+    for m in messages:
+        if m["role"] == "user":
+            assert (
+                "CONVERSATION SUMMARY" not in m["content"] and "INNER CONTEXT" not in m["content"]
+            )
+
+
+def test_the_stand_in_refuses_compaction_items_it_did_not_issue_or_that_were_altered(
+    lane_runtime: Runtime,
+) -> None:
+    import openai
+
+    server = ResponsesServer()
+    with server.running():
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        raw = client.responses.with_raw_response.compact(
+            model="m", input=[{"role": "user", "content": f"Remember: {FACT}"}]
+        )
+        answer = raw.http_response.json()
+        assert answer["object"] == "response.compaction" and answer["usage"]["input_tokens"] > 0
+        output: list[dict[str, Any]] = answer["output"]
+        assert output[-1]["type"] == "compaction" and output[-1]["encrypted_content"]
+        assert FACT in json.dumps(server.decoded(output))
+        client.responses.create(model="m", input=output, store=False)  # accepted as issued
+        forged = {"type": "compaction", "id": "cmp_x", "encrypted_content": "bm9wZQ.00"}
+        altered = dict(output[-1], encrypted_content=output[-1]["encrypted_content"][:-2] + "00")
+        for item in (forged, altered):
+            with pytest.raises(openai.BadRequestError, match="could not be verified"):
+                client.responses.create(model="m", input=[item], store=False)
