@@ -25,6 +25,7 @@ run: $(STAMP) bytecode
 	$(BIN)/inner-plane up
 
 lint: $(STAMP)
+	$(BIN)/python -m tests.support.conflict_markers
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-logo --no-cache

@@ -2,16 +2,11 @@
 
 Configured by a JSON script (``INNER_PLANE_AGENT_SCRIPT`` for worker processes):
 ``{"steps": 2, "step_s": 0.1, "fail_kinds": ["test.poison"], "disposition": "acted",
-<<<<<<< HEAD
-"reply": "ok", "fail_while": "/tmp/flag",
+"reply": "ok", "fail_while": "/tmp/flag", "user_turn_steps": 0,
 "calls": [{"name": "set_timer", "arguments": {"purpose": "p", "every_s": 60}}]}``
-(``fail_while``: fail only while that file exists; ``calls``: tool calls made through the
-plane's tool registry, one at the start of each step, as a model's would be: same effect keys,
-fence and ``caused_by``).
-=======
-"reply": "ok", "fail_while": "/tmp/flag", "user_turn_steps": 0}`` (``fail_while``: fail only
-while that file exists; ``user_turn_steps``: the steps of a user turn, if not ``steps``).
->>>>>>> main
+(``fail_while``: fail only while that file exists; ``user_turn_steps``: the steps of a user
+turn, if not ``steps``; ``calls``: tool calls made through the plane's tool registry, one at the
+start of each step, as a model's would be: same effect keys, fence and ``caused_by``).
 """
 
 from __future__ import annotations

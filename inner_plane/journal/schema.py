@@ -16,11 +16,24 @@ from sqlalchemy import Index, MetaData, Table
 from inner_plane.journal import memories, processors
 from inner_plane.journal.conversation import capsule, thoughtflow, usage, window
 from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.people import people, questions, tokens
 from inner_plane.journal.tables import METADATA
 from inner_plane.journal.timers import store as timers
 
 # The modules whose row classes join the metadata (imported for that, named so it is explicit).
-OWNERS = (capsule, conversation, memories, processors, thoughtflow, timers, usage, window)
+OWNERS = (
+    capsule,
+    conversation,
+    memories,
+    people,
+    processors,
+    questions,
+    thoughtflow,
+    timers,
+    tokens,
+    usage,
+    window,
+)
 
 metadata: MetaData = METADATA
 

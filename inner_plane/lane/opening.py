@@ -91,6 +91,11 @@ def open_step(
         for item in batch.stopped:
             logs.emit("loop_stopped", **item.fields, reason=item.reason, activation=activation_id)
         if turn is None and not claimed:
+            claims.detach_from_activation(
+                connection,
+                activation_id,
+                [q.signal_id for q in (*batch.quarantined, *batch.stopped)],
+            )
             for signal in dead:
                 logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
             return None

@@ -192,14 +192,17 @@ def quarantine(
     fenced transaction. Their attempt stays counted."""
     if not problems:
         return
-    rows = json.dumps([{"id": str(i), "reason": f"quarantined: {r}"[:2000]} for i, r in problems])
+    # The event is named ``quarantined``: its reason is the problem alone (a history reads
+    # "quarantined: <problem>", not the prefix twice); last_error, read without the event, says it.
+    rows = json.dumps([{"id": str(i), "reason": r[:2000]} for i, r in problems])
     connection.execute(
         text(
             """
             WITH q AS (
                 SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS x(id uuid, reason text)
             ), dead AS (
-                UPDATE signals s SET state = 'dead', last_error = q.reason, claimed_by = NULL,
+                UPDATE signals s SET state = 'dead', last_error = 'quarantined: ' || q.reason,
+                       claimed_by = NULL,
                        settled_at = now(), updated_at = now()
                   FROM q WHERE s.id = q.id AND s.state IN ('claimed', 'pending')
                 RETURNING s.id, q.reason
@@ -209,4 +212,29 @@ def quarantine(
             """
         ),
         {"rows": rows, "activation": activation_id},
+    )
+
+
+NO_ACTIVATION = "no activation ran: nothing was left to run after the claim"
+
+
+def detach_from_activation(
+    connection: Connection, activation_id: uuid.UUID, signal_ids: Sequence[uuid.UUID]
+) -> None:
+    """When a claim left nothing to run (every claimed signal quarantined or stopped), no
+    activation row is written: the events of that claim then name no activation (an id with no
+    row behind it sends an operator to "no such activation"), and the claim says why.
+    ix_signal_events_signal: a range per signal."""
+    if not signal_ids:
+        return
+    connection.execute(
+        text(
+            """
+            UPDATE signal_events
+               SET activation_id = NULL,
+                   reason = CASE WHEN event = 'claimed' THEN :why ELSE reason END
+             WHERE signal_id = ANY(CAST(:ids AS uuid[])) AND activation_id = :activation
+            """
+        ),
+        {"ids": [str(i) for i in signal_ids], "activation": activation_id, "why": NO_ACTIVATION},
     )
