@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from sqlalchemy import Connection
@@ -235,9 +235,12 @@ class Lane:
             if not isinstance(step_or_wait, Step):
                 # Nothing to run now: the lowest-priority work, under the same lease, yielding
                 # to a user turn like any model call; then look again.
-                if not maintained and self._maintain(delegate_id, epoch, lease_lost):
-                    maintained = True
-                    continue
+                if not maintained:
+                    done = self._maintain(delegate_id, epoch, lease_lost)
+                    # Once a run; pre-empted, it runs again after the user turn.
+                    maintained = done == "ran"
+                    if done != "idle":
+                        continue
                 return step_or_wait
             if step_or_wait.turn_id is None:
                 first = False  # later background batches of this run are drains
@@ -251,11 +254,13 @@ class Lane:
                 self._yield_hint,
             )
 
-    def _maintain(self, delegate_id: str, epoch: int, lease_lost: threading.Event) -> bool:
-        """Context maintenance (compaction) when due; True to look at the lane again (it ran,
-        or yielded to a user turn waiting). A failure is the keeper's to record."""
+    def _maintain(
+        self, delegate_id: str, epoch: int, lease_lost: threading.Event
+    ) -> Literal["ran", "yielded", "idle"]:
+        """Context maintenance (compaction) when due: "ran" (or failed, which the keeper
+        records), "yielded" to a user turn waiting, or "idle" (nothing due)."""
         if self.keeper is None:
-            return False
+            return "idle"
         guard = LaneGuard(
             lambda: single_statement(self.runtime.engine),
             delegate_id,
@@ -266,14 +271,15 @@ class Lane:
             self._yield_hint,
         )
         try:
-            return self.keeper.maintain(delegate_id, epoch, guard, self._transaction)
+            ran = self.keeper.maintain(delegate_id, epoch, guard, self._transaction)
         except Preempted:
-            return True
+            return "yielded"
         except LeaseLost:
             raise
-        except Exception as error:  # never worth the lane: the next idle moment tries again
+        except Exception as error:  # never worth the lane: the next lane run tries again
             logs.emit("maintenance_failed", delegate=delegate_id, reason=str(error)[:300])
-            return False
+            return "ran"
+        return "ran" if ran else "idle"
 
     def _next_step(
         self, delegate_id: str, epoch: int, reason: str, first: bool
