@@ -17,10 +17,13 @@ from sqlalchemy import text
 from inner_plane.composer import build_composer
 from inner_plane.config import build_settings
 from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation import usage as usage_journal
 from inner_plane.journal.conversation import window as window_journal
 from inner_plane.journal.database import reading
+from inner_plane.journal.operator import reads as operator_reads
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.user_turns import user_turn
+from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.timeline import replay
 from inner_plane.wiring import load_agent, load_keeper
@@ -226,3 +229,40 @@ def test_the_stand_in_refuses_compaction_items_it_did_not_issue_or_that_were_alt
         for item in (forged, altered):
             with pytest.raises(openai.BadRequestError, match="could not be verified"):
                 client.responses.create(model="m", input=[item], store=False)
+
+
+def test_usage_is_summed_per_day_and_a_spent_token_budget_defers_wakes_not_user_turns(
+    lane_runtime: Runtime,
+) -> None:
+    server = ResponsesServer(policy=lambda conversation: [message("noted")])
+    with server.running():
+        lane = _lane(
+            lane_runtime,
+            server,
+            "responses",
+            daily_token_budget=50,
+            token_prices={"m": {"input": 1.0, "cached": 0.5, "output": 4.0}},
+        )
+        _turn(lane, lane_runtime, "hello there, how are you today?")
+        with reading(lane_runtime.engine) as connection:
+            today = usage_journal.recent_days(connection, "default")[0]
+        usage = [e["payload"] for e in _events(lane_runtime, conversation.CONTEXT_USAGE)][-1]
+        assert today["calls"] == 1 and today["input_tokens"] == usage["input_tokens"] > 50
+        assert today["cost_usd"] == pytest.approx(usage["cost_usd"]) and usage["cost_usd"] > 0
+        woken = publish(kind="task.completed", source="copilot", data={"task_id": "T1"})
+        outcome = lane.run("default")
+        assert outcome.activations == []  # the wake waits for tomorrow
+        signal = lane_runtime.signals.get(woken.id)
+        assert signal is not None and signal.state.value == "pending"
+        assert signal.available_at.date() > today_date(lane_runtime)
+        with reading(lane_runtime.engine) as connection:
+            history = operator_reads.signal_events(connection, [woken.id])[str(woken.id)]
+        assert any("token budget" in (h.get("reason") or "") for h in history)
+        # A user turn is still answered, over budget.
+        _turn(lane, lane_runtime, "still there?")
+        assert _model_calls(server)[-1]["input"][-1]["content"] == "still there?"
+
+
+def today_date(runtime: Runtime) -> Any:
+    with reading(runtime.engine) as connection:
+        return connection.execute(text("SELECT (now() AT TIME ZONE 'UTC')::date")).scalar_one()

@@ -138,3 +138,10 @@ TODAY_TOKENS = """
     coalesce((SELECT u.input_tokens + u.output_tokens FROM token_usage_daily u
                WHERE u.delegate_id = :delegate AND u.day = (now() AT TIME ZONE 'UTC')::date), 0)
 """
+
+
+def tokens_today(connection: sqlalchemy.Connection, delegate_id: str) -> int:
+    """The delegate's tokens (input + output) of the current UTC day (primary key)."""
+    return int(
+        connection.execute(text(f"SELECT {TODAY_TOKENS}"), {"delegate": delegate_id}).scalar_one()
+    )
