@@ -27,6 +27,7 @@ the window (shown to operators) and tried again after a backoff.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -64,6 +65,30 @@ SUMMARY_INSTRUCTIONS = (
     "possible; keep what the assistant promised and what is still open. Earlier summaries are "
     "part of the conversation: carry their facts forward. Write plain text, no preamble."
 )
+
+
+# A window this many times over its threshold is compacted even while user turns wait: a
+# conversation whose next turn always arrives before the compaction ends would otherwise
+# pre-empt it every time until the window no longer fits the model.
+OVERDUE = 1.5
+
+
+class _Unyielding:
+    """A step guard that still stops for a lost lease but no longer yields to a user turn."""
+
+    def __init__(self, guard: StepGuard) -> None:
+        self.guard = guard
+
+    def safe_point(self) -> None:
+        with contextlib.suppress(Preempted):
+            self.guard.safe_point()
+
+    def checkpoint(self) -> None:
+        with contextlib.suppress(Preempted):
+            self.guard.checkpoint()
+
+    def effect_key(self, step: int) -> str:
+        return self.guard.effect_key(step)
 
 
 class CompactionRefused(ModelCallFailed):
@@ -269,6 +294,8 @@ class WindowKeeper:
         replaced = window.messages[: len(window.messages) - keep] if keep else window.messages
         if not replaced:
             return False
+        if before >= OVERDUE * self.threshold:
+            guard = _Unyielding(guard)
         return self._compact(window, replaced, before, epoch, guard, transaction)
 
     def _compact(

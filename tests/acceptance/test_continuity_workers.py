@@ -84,10 +84,10 @@ def _start(
         INNER_PLANE_OPENAI_API=api,
         INNER_PLANE_BATCH_QUIET_MS="0",
         INNER_PLANE_BATCH_MAX_AGE_MS="0",
-        INNER_PLANE_CONTEXT_COMPACT_TOKENS="3000",
         INNER_PLANE_CONTEXT_KEEP_MESSAGES="4",
         **extra,
     )
+    env.setdefault("INNER_PLANE_CONTEXT_COMPACT_TOKENS", "3000")
     start_celery_workers(children, env, log_dir, {"lane": "activation"})
 
 
@@ -158,6 +158,9 @@ def test_a_400_turn_conversation_stays_within_the_window_and_keeps_turn_one(
     assert sum(after[-100:]) / 100 <= 1.2 * sum(after[:100]) / 100
 
 
+THRESHOLD = {"INNER_PLANE_CONTEXT_COMPACT_TOKENS": "4000"}
+
+
 def _stalled_compaction(runtime: Runtime, server: ResponsesServer) -> None:
     """Talk until the window passes its threshold, with every compaction stalling (the turns
     pre-empt them), then wait for the one that starts when the lane is idle."""
@@ -188,14 +191,15 @@ def test_a_worker_killed_mid_compaction_leaves_the_old_window_and_one_later_comp
 ) -> None:
     server = ResponsesServer(policy=lambda conversation: [message("noted")])
     with server.running():
-        _start(runtime, children, log_dir, server, "responses")
+        # Below 1.5 times the threshold after the filling turns: the compaction still yields.
+        _start(runtime, children, log_dir, server, "responses", **THRESHOLD)
         _stalled_compaction(runtime, server)
         children[-1].kill()  # SIGKILL, mid-compaction
         children.pop()
         kept = _window(runtime)
         assert (kept.items, kept.after_seq, kept.version) == ([], 0, 0)
         assert _events(runtime, conversation.CONTEXT_COMPACTED) == []
-        _start(runtime, children, log_dir, server, "responses")
+        _start(runtime, children, log_dir, server, "responses", **THRESHOLD)
         turn = user_turn("default", "are you still there?", runtime=runtime)
         _answered(runtime, turn, 120)
         wait_until(
@@ -212,7 +216,8 @@ def test_a_user_turn_arriving_mid_compaction_is_answered_first(
 ) -> None:
     server = ResponsesServer(policy=lambda conversation: [message("noted")])
     with server.running():
-        _start(runtime, children, log_dir, server, "responses")
+        # Below 1.5 times the threshold after the filling turns: the compaction still yields.
+        _start(runtime, children, log_dir, server, "responses", **THRESHOLD)
         _stalled_compaction(runtime, server)
         turn = user_turn("default", "quick question", runtime=runtime)
         _answered(runtime, turn, 60)
