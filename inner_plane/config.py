@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     context_keep_messages: int = Field(default=4, ge=0, le=100)  # newest kept verbatim
     context_window_messages: int = Field(default=200, ge=10, le=10_000)
     context_compact_retry_s: float = Field(default=60.0, gt=0)  # after a failed compaction
+    # The continuity capsule's refresh: after this many new messages, and on this schedule
+    # when anything was said since (None: never on that trigger); also after each compaction.
+    capsule_every_messages: int | None = Field(default=20, ge=1)
+    capsule_refresh_s: float | None = Field(default=86_400.0, gt=0)
+    capsule_enabled: bool = True
     # Token accounting: USD per million tokens per model, as JSON
     # ({"gpt-4.1-mini": {"input": 0.4, "cached": 0.1, "output": 1.6}}).
     token_prices: dict[str, dict[str, float]] = Field(default_factory=dict)

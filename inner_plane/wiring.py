@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from typing import Any
 
+from inner_plane.agent.capsule import (
+    CapsuleKeeper,
+    ChatCapsuleWriter,
+    Maintenance,
+    ResponsesCapsuleWriter,
+)
 from inner_plane.agent.chat_completions import ChatCompletionsAgent
 from inner_plane.agent.continuity import (
     Compactor,
@@ -72,17 +79,45 @@ def load_composer(runtime: Runtime) -> Composer:
 
 
 def load_keeper(runtime: Runtime) -> ContextKeeper | None:
-    """The context keeper of the model agent: compaction through the official Responses
-    endpoint, or a model-written summary on Chat Completions. None for the other agents and
-    when INNER_PLANE_CONTEXT_COMPACT_TOKENS is unset."""
+    """The context keepers of the model agent: the window's compaction through the official
+    Responses endpoint (or a model-written summary on Chat Completions), unless
+    INNER_PLANE_CONTEXT_COMPACT_TOKENS is unset, then the continuity capsule's refresh, unless
+    INNER_PLANE_CAPSULE_ENABLED is false. None for the other agents."""
     settings = runtime.settings
-    if settings.agent != "openai" or settings.context_compact_tokens is None:
+    if settings.agent != "openai":
         return None
     assert settings.openai_model is not None
     client = openai_client(runtime)
-    compactor: Compactor = (
-        SummaryCompactor if settings.openai_api == "chat_completions" else ResponsesCompactor
-    )(
+    chat = settings.openai_api == "chat_completions"
+    keepers: list[WindowKeeper | CapsuleKeeper] = []
+    window = _window_keeper(runtime, client, chat)
+    if window is not None:
+        keepers.append(window)
+    if settings.capsule_enabled:
+        writer = (ChatCapsuleWriter if chat else ResponsesCapsuleWriter)(
+            client,
+            settings.openai_model,
+            budget_s=settings.model_budget_s,
+            timeout_s=settings.openai_timeout_s,
+        )
+        keepers.append(
+            CapsuleKeeper(
+                runtime,
+                writer,
+                every_messages=settings.capsule_every_messages,
+                every_s=settings.capsule_refresh_s,
+                window_messages=settings.context_window_messages,
+            )
+        )
+    return Maintenance(*keepers) if keepers else None
+
+
+def _window_keeper(runtime: Runtime, client: Any, chat: bool) -> WindowKeeper | None:
+    settings = runtime.settings
+    if settings.context_compact_tokens is None:
+        return None
+    assert settings.openai_model is not None
+    compactor: Compactor = (SummaryCompactor if chat else ResponsesCompactor)(
         client,
         settings.openai_model,
         budget_s=settings.model_budget_s,

@@ -111,7 +111,7 @@ class Compactor(Protocol):
     def compact(self, items: list[dict[str, Any]], guard: StepGuard) -> Compaction: ...
 
 
-def _one_call(guard: StepGuard, call: Any) -> Any:
+def one_call(guard: StepGuard, call: Any) -> Any:
     """A non-streaming call on a reader thread, abandoned at the guard's checkpoint (a user
     turn waiting): the thread finishes on its own, its answer dropped."""
     for answer in stream_events(lambda: [call()], guard):
@@ -119,7 +119,7 @@ def _one_call(guard: StepGuard, call: Any) -> Any:
     raise ModelCallFailed("the call ended without an answer")
 
 
-def _usage_of(reported: dict[str, Any] | None) -> dict[str, int]:
+def usage_of(reported: dict[str, Any] | None) -> dict[str, int]:
     reported = reported or {}
     return {
         "input_tokens": int(reported.get("input_tokens") or reported.get("prompt_tokens") or 0),
@@ -159,7 +159,7 @@ class ResponsesCompactor:
         policy = RetryPolicy(deadline=time.monotonic() + self.budget_s)
 
         def call() -> dict[str, Any]:
-            raw = _one_call(
+            raw = one_call(
                 guard,
                 lambda: self.client.responses.with_raw_response.compact(
                     model=self.model,
@@ -179,7 +179,7 @@ class ResponsesCompactor:
             raise CompactionRefused(
                 f"the compaction answer holds {len(compactions)} compaction item(s), not one"
             )
-        return Compaction(output, "compact", _usage_of(answer.get("usage")))
+        return Compaction(output, "compact", usage_of(answer.get("usage")))
 
 
 class SummaryCompactor:
@@ -210,7 +210,7 @@ class SummaryCompactor:
         messages.append({"role": "system", "content": "Write the summary now."})
 
         def call() -> Any:
-            return _one_call(
+            return one_call(
                 guard,
                 lambda: self.client.chat.completions.create(
                     model=self.model,
@@ -227,7 +227,7 @@ class SummaryCompactor:
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         item = {"role": "developer", "content": f"{SUMMARY_LABEL}, {stamp}:\n{text}"}
         reported = answer.usage.model_dump() if getattr(answer, "usage", None) else None
-        return Compaction([item], "summary", _usage_of(reported))
+        return Compaction([item], "summary", usage_of(reported))
 
 
 def message_item(message: window_journal.WindowMessage) -> dict[str, Any]:

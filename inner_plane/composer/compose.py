@@ -65,6 +65,11 @@ AMBIENT_HEADER = (
     "only; do not settle). Fences use token {token}."
 )
 OMITTED = "  (content omitted for size; it returns to pending: do not settle)"
+CAPSULE_HEADER = (
+    "CONTINUITY CAPSULE: your own notes on where things stand (version {version}, written "
+    "{written}). You wrote them from the conversation; they are not the person's words and not "
+    "instructions from anyone:"
+)
 
 
 def load_instructions(path: Path | None) -> str:
@@ -150,6 +155,7 @@ class _Found:
     ambient: list[AmbientSignal]
     history: list[HistoryMessage]
     window: list[dict[str, Any]]
+    capsule: str | None
 
 
 @dataclass(frozen=True)
@@ -273,6 +279,7 @@ class ContextComposer:
             ambient=ambient[: self.limits.ambient],
             history=[r for r in found.history if turn_id is None or r["turn_id"] != turn_id],
             window=found.window_items,
+            capsule=_capsule_text(found.capsule),
         )
 
     def _time_text(self, activation: Activation, local_now: datetime) -> str:
@@ -289,6 +296,8 @@ class ContextComposer:
             mandatory += sum(estimate(label) + estimate(OMITTED) + 2 for label in fixed.labels)
         if fixed.user_text is not None:
             mandatory += estimate(fixed.user_text) + ITEM_OVERHEAD
+        if found.capsule is not None:
+            mandatory += estimate(found.capsule) + ITEM_OVERHEAD
         # The window's compacted items stand for everything before them: always sent.
         mandatory += sum(estimate(json.dumps(item)) + ITEM_OVERHEAD for item in found.window)
         headers = (
@@ -358,6 +367,8 @@ class ContextComposer:
 
         developer("standing_memory", STANDING_HEADER)
         items.append(ContextItem("developer", fixed.time_text, "time"))
+        if found.capsule is not None:
+            items.append(ContextItem("developer", found.capsule, "capsule"))
         developer("recall", RECALL_HEADER)
         developer("ambient", AMBIENT_HEADER.format(token=token))
         rendered: set[Any] = set()
@@ -381,6 +392,13 @@ class ContextComposer:
         if fixed.user_text is not None:
             items.append(ContextItem("user", fixed.user_text, "user"))
         return items, rendered, envelope
+
+
+def _capsule_text(row: dict[str, Any] | None) -> str | None:
+    if row is None or not row.get("text"):
+        return None
+    header = CAPSULE_HEADER.format(version=row.get("version"), written=row.get("created_at"))
+    return f"{header}\n{row['text']}"
 
 
 def window_item(wire: dict[str, Any]) -> ContextItem:

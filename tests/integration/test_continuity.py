@@ -28,7 +28,7 @@ from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.timeline import replay
 from inner_plane.wiring import load_agent, load_keeper
 from tests.support.chat_wire import ChatReply, ChatServer
-from tests.support.model_wire import ModelServer, rate_limited, refusal, server_error
+from tests.support.model_wire import ModelServer, rate_limited, refusal, server_error, slow
 from tests.support.responses_wire import ResponsesServer, message
 
 FACT = "my daughter's name is Ada"
@@ -46,6 +46,12 @@ def lane_runtime(runtime: Runtime) -> Iterator[Runtime]:
 def _lane(runtime: Runtime, server: ModelServer, api: str, **overrides: Any) -> Lane:
     if isinstance(server, ResponsesServer):
         server.kept_user_chars = 600  # below one filler turn: the window shrinks
+    defaults: dict[str, Any] = {
+        "context_compact_tokens": 1_000,
+        "context_keep_messages": 2,
+        "context_compact_retry_s": 0.01,
+        "capsule_every_messages": None,  # the capsule's tests turn it on
+    }
     settings = build_settings(
         database_url=runtime.settings.database_url,
         redis_url=runtime.settings.redis_url,
@@ -53,10 +59,7 @@ def _lane(runtime: Runtime, server: ModelServer, api: str, **overrides: Any) -> 
         openai_model="m",
         openai_api_key="k",
         openai_api=api,
-        context_compact_tokens=1_000,
-        context_keep_messages=2,
-        context_compact_retry_s=0.01,
-        **overrides,
+        **{**defaults, **overrides},
     )
     model_runtime = build_runtime(settings, registry=runtime.registry)
     return Lane(
@@ -83,7 +86,8 @@ def _window(runtime: Runtime) -> window_journal.Window:
 
 
 def _model_calls(server: ModelServer) -> list[dict[str, Any]]:
-    return [s.body for s in server.served if s.status == 200 and not s.path.endswith("compact")]
+    """The agent's own calls (with its tools): not compactions, not capsule refreshes."""
+    return [s.body for s in server.served if s.status == 200 and "tools" in s.body]
 
 
 def _compact_calls(server: ModelServer) -> list[dict[str, Any]]:
@@ -266,3 +270,93 @@ def test_usage_is_summed_per_day_and_a_spent_token_budget_defers_wakes_not_user_
 def today_date(runtime: Runtime) -> Any:
     with reading(runtime.engine) as connection:
         return connection.execute(text("SELECT (now() AT TIME ZONE 'UTC')::date")).scalar_one()
+
+
+CAPSULE_TEXT = "Commitments: call the school on Monday.\nWaiting on: Ada's report card."
+
+
+def _capsule_policy(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if any(i.get("content") == "Write the updated capsule now." for i in conversation):
+        return [message(CAPSULE_TEXT)]
+    return [message("noted")]
+
+
+def test_the_capsule_refreshes_on_its_triggers_and_is_composed_as_the_delegates_notes(
+    lane_runtime: Runtime,
+) -> None:
+    seen: list[dict[str, Any]] = []
+    conversation.add_listener(seen.append)
+    server = ResponsesServer(policy=_capsule_policy)
+    try:
+        with server.running():
+            lane = _lane(
+                lane_runtime,
+                server,
+                "responses",
+                capsule_every_messages=4,
+                context_compact_tokens=50_000,
+            )
+            _turn(lane, lane_runtime, "hello")  # 2 messages: not yet due
+            assert _events(lane_runtime, conversation.CONTEXT_CAPSULE) == []
+            _turn(lane, lane_runtime, "my daughter Ada starts school on Monday")  # 4: due
+            completed = _events(lane_runtime, conversation.CONTEXT_CAPSULE)
+            assert [c["payload"]["status"] for c in completed] == ["completed"]
+            assert completed[0]["payload"]["version"] == 1
+            assert completed[0]["payload"]["trigger"] == "messages"
+            assert completed[0]["payload"]["summary"] == CAPSULE_TEXT
+            _turn(lane, lane_runtime, "thanks")  # 2 new messages: not due again
+            assert len(_events(lane_runtime, conversation.CONTEXT_CAPSULE)) == 1
+            last = _model_calls(server)[-1]["input"]
+    finally:
+        conversation.remove_listener(seen.append)
+    notes = [i for i in last if "CONTINUITY CAPSULE" in str(i.get("content"))]
+    assert len(notes) == 1 and notes[0]["role"] == "developer"
+    assert CAPSULE_TEXT in notes[0]["content"]
+    assert all(CAPSULE_TEXT not in str(i.get("content")) for i in last if i.get("role") == "user")
+    # Started reached live listeners and never replays; completed replays.
+    live = [r for r in seen if r["type"] == conversation.CONTEXT_CAPSULE]
+    assert [r["payload"]["status"] for r in live] == ["started", "completed"]
+    assert live[0].get("live_only") is True
+    replayed = [e for e in replay(lane_runtime.engine, "default") if e["type"] == "context.capsule"]
+    assert [e["detail"]["status"] for e in replayed] == ["completed"]
+    usage = [e["payload"] for e in _events(lane_runtime, conversation.CONTEXT_USAGE)]
+    assert any(u.get("purpose") == "capsule" for u in usage)
+
+
+def test_a_capsule_refresh_preempted_by_a_user_turn_resumes_and_completes_once(
+    lane_runtime: Runtime,
+) -> None:
+    seen: list[dict[str, Any]] = []
+    conversation.add_listener(seen.append)
+    server = ResponsesServer(policy=_capsule_policy)
+    lane = _lane(
+        lane_runtime, server, "responses", capsule_every_messages=2, context_compact_tokens=50_000
+    )
+
+    def stall_and_send_a_turn(body: dict[str, Any]) -> Any:
+        writing = any(
+            i.get("content") == "Write the updated capsule now." for i in body.get("input") or []
+        )
+        if writing and not getattr(stall_and_send_a_turn, "sent", False):
+            stall_and_send_a_turn.sent = True  # type: ignore[attr-defined]
+            user_turn("default", "one more thing", runtime=lane_runtime)
+            return slow(stall_s=30)
+        return None
+
+    server.fault_for = stall_and_send_a_turn
+    try:
+        with server.running():
+            _turn(lane, lane_runtime, "hello")  # due after 2 messages; pre-empted, resumed
+            assert _model_calls(server)[-1]["input"][-1]["content"] == "one more thing"
+    finally:
+        conversation.remove_listener(seen.append)
+    completed = _events(lane_runtime, conversation.CONTEXT_CAPSULE)
+    assert [c["payload"]["status"] for c in completed] == ["completed"]
+    statuses = [r["payload"]["status"] for r in seen if r["type"] == conversation.CONTEXT_CAPSULE]
+    assert statuses == ["started", "failed", "started", "completed"]
+    failed = next(r for r in seen if r["payload"].get("status") == "failed")
+    assert "pre-empted" in failed["payload"]["error"] and failed.get("live_only") is True
+    # The turn was answered before the refresh completed.
+    events = conversation.read_events(lane_runtime.engine, "default")
+    reply = [e for e in events if e["type"] == conversation.ASSISTANT_MESSAGE][-1]
+    assert reply["seq"] < completed[0]["seq"]

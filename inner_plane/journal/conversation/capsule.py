@@ -113,3 +113,58 @@ def add_version(
             },
         ).scalar_one()
     )
+
+
+class RefreshState(TypedDict):
+    """What the capsule's refresh triggers read."""
+
+    latest: CapsuleVersion | None
+    newest_seq: int  # the newest message of the open conversation (0: none)
+    messages_since: int  # messages after the latest version's through_seq (capped)
+    window_after_seq: int  # where the window's compacted part ends (moves on each compaction)
+    now: datetime
+
+
+_STATE = sql(
+    """
+    WITH conv AS (SELECT id FROM conversations WHERE delegate_id = :delegate AND ended_at IS NULL),
+         k AS (SELECT * FROM capsules WHERE delegate_id = :delegate
+                ORDER BY version DESC LIMIT 1)
+    SELECT (SELECT row_to_json(k) FROM k) AS latest,
+           coalesce((SELECT e.seq FROM conversation_events e
+                      WHERE e.conversation_id = (SELECT id FROM conv)
+                        AND e.type IN ('user.message', 'assistant.message')
+                      ORDER BY e.seq DESC LIMIT 1), 0) AS newest_seq,
+           (SELECT count(*) FROM (
+               SELECT 1 FROM conversation_events e
+                WHERE e.conversation_id = (SELECT id FROM conv)
+                  AND e.type IN ('user.message', 'assistant.message')
+                  AND e.seq > coalesce((SELECT through_seq FROM k), 0)
+                ORDER BY e.seq DESC LIMIT :cap) m) AS messages_since,
+           coalesce((SELECT w.after_seq FROM context_windows w
+                      WHERE w.delegate_id = :delegate
+                        AND w.conversation_id = (SELECT id FROM conv)), 0) AS window_after_seq,
+           now() AS now
+    """
+)
+
+
+def refresh_state(connection: sqlalchemy.Connection, delegate_id: str, cap: int) -> RefreshState:
+    row = connection.execute(_STATE, {"delegate": delegate_id, "cap": cap}).one()
+    latest = row.latest
+    return RefreshState(
+        latest=None
+        if latest is None
+        else CapsuleVersion(
+            delegate_id=latest["delegate_id"],
+            version=int(latest["version"]),
+            text=latest["text"],
+            trigger=latest["trigger"],
+            through_seq=int(latest["through_seq"]),
+            created_at=latest["created_at"],
+        ),
+        newest_seq=int(row.newest_seq),
+        messages_since=int(row.messages_since),
+        window_after_seq=int(row.window_after_seq),
+        now=row.now,
+    )

@@ -13,6 +13,7 @@ from typing import Any, TypedDict, cast
 import sqlalchemy
 from sqlalchemy import Integer, bindparam, text
 
+from inner_plane.journal.conversation.capsule import LATEST_SQL as LATEST_CAPSULE
 from inner_plane.journal.conversation.window import AFTER_SEQ, WINDOW_OF_OPEN_CONVERSATION
 from inner_plane.journal.database import Record
 from inner_plane.journal.memories import DF_CAP, RECALL_QUERY, MemoryRecord, RecalledMemory
@@ -47,7 +48,8 @@ SNAPSHOT_SQL = text(
             AND e.seq > {AFTER_SEQ}
           ORDER BY e.seq DESC
           LIMIT :history_limit) h) AS history,
-      (SELECT row_to_json(w) FROM ({WINDOW_OF_OPEN_CONVERSATION}) w) AS window
+      (SELECT row_to_json(w) FROM ({WINDOW_OF_OPEN_CONVERSATION}) w) AS window,
+      (SELECT row_to_json(k) FROM ({LATEST_CAPSULE}) k) AS capsule
     """  # noqa: S608 - the interpolated queries are constants, every input is a bound parameter
 ).bindparams(
     # The word cap and the limits are written into the statement as numbers (a handful of
@@ -119,6 +121,7 @@ class Snapshot:
     window_items: list[dict[str, Any]] = field(default_factory=list)  # replayed as stored
     window_method: str = "none"
     window_version: int = 0
+    capsule: dict[str, Any] | None = None  # the newest version: version, text, created_at
 
 
 def snapshot(
@@ -153,4 +156,5 @@ def snapshot(
         window_items=[i for i in (row.window or {}).get("items") or [] if isinstance(i, dict)],
         window_method=str((row.window or {}).get("method") or "none"),
         window_version=int((row.window or {}).get("version") or 0),
+        capsule=row.capsule if isinstance(row.capsule, dict) else None,
     )
