@@ -88,6 +88,7 @@ def _start(
         **extra,
     )
     env.setdefault("INNER_PLANE_CONTEXT_COMPACT_TOKENS", "3000")
+    env.setdefault("INNER_PLANE_CAPSULE_ENABLED", "false")  # the capsule has tests of its own
     start_celery_workers(children, env, log_dir, {"lane": "activation"})
 
 
@@ -111,6 +112,7 @@ def _window(runtime: Runtime) -> window_journal.Window:
 
 # 400 turns, each a real round trip through the activation worker: minutes on a loaded machine.
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 @pytest.mark.parametrize("api", ["responses", "chat_completions"])
 def test_a_400_turn_conversation_stays_within_the_window_and_keeps_turn_one(
     runtime: Runtime, children: list[ChildProcess], log_dir: Path, api: str
