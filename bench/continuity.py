@@ -162,6 +162,9 @@ class _Guard:
     def effect_key(self, step: int) -> str:
         return f"bench:{step}"
 
+    def reply_text(self, part: int, text: str) -> None:
+        pass
+
 
 class _TimedCompactor(ResponsesCompactor):
     """The real compactor, its call (the stand-in's answer and the SDK's round trip) timed."""

@@ -55,6 +55,7 @@ BENCHES = (
     "cli",
     "growth",
     "capacity",
+    "chaos",
 )
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
@@ -79,6 +80,13 @@ TARGETS = (
     Target("timers", "tick_sql_vs_query_p99", None),
     Target("http", "http_single_vs_bare", None),
     Target("http", "http_batch_vs_bare", 0.7),
+    # A valid client's p99 during a storm of bad credentials (rotating X-Forwarded-For
+    # included) over its p99 without one; the load average is reported beside it.
+    Target("http", "auth_storm_p99_ratio", 2.0, higher_is_better=False),
+    Target("http", "auth_storm_loadavg_1m", None),
+    # One processor opening streams at its full rate: /healthz and an operator read go on.
+    Target("http", "exhaustion_healthz_p99_ms", 100.0, higher_is_better=False),
+    Target("http", "exhaustion_read_p99_ms", 100.0, higher_is_better=False),
     Target("ui", "live_p99_ms", None),
     Target("ui", "live_vs_notify_p99", 3.0, higher_is_better=False),
     Target("ui", "timeline_page_p99_ms", 50.0, higher_is_better=False),
@@ -90,6 +98,9 @@ TARGETS = (
     Target("capacity", "signals_per_s_per_signals_worker", None),
     Target("capacity", "activations_per_s_per_activation_worker", None),
     Target("capacity", "journal_bytes_per_1000_signals", None),
+    # Issue 31: a killed holder's claims without new traffic; the plane after `pg_ctl restart`.
+    Target("chaos", "claims_recovered_after_kill_p99_s", 10.0, higher_is_better=False),
+    Target("chaos", "plane_back_after_pg_restart_s", 30.0, higher_is_better=False),
 )
 
 

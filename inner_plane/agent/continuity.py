@@ -90,6 +90,9 @@ class _Unyielding:
     def effect_key(self, step: int) -> str:
         return self.guard.effect_key(step)
 
+    def reply_text(self, part: int, text: str) -> None:
+        self.guard.reply_text(part, text)
+
 
 class CompactionRefused(ModelCallFailed):
     """The API answered, but not with a usable compaction."""

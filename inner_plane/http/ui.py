@@ -30,6 +30,7 @@ from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
 from inner_plane.http.ui_views import charts, entry_view, pretty, signal_view
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import reads
+from inner_plane.people import directory
 from inner_plane.runtime import Runtime
 from inner_plane.sources.auth import Throttled
 from inner_plane.sources.errors import ApiError
@@ -55,24 +56,42 @@ SECURITY_HEADERS = {
 }
 
 
+# The interactive docs (INNER_PLANE_API_DOCS) are FastAPI's pages: an inline script, and Swagger
+# UI or ReDoc from their CDN. They get a policy allowing exactly that, and are never framed.
+DOCS_CSP = (
+    "default-src 'none'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
+    "img-src 'self' data: https://fastapi.tiangolo.com https://cdn.redoc.ly; "
+    "font-src https://fonts.gstatic.com; worker-src blob:; connect-src 'self'; "
+    "form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+def _encoded(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+
+
 class SecurityHeaders:
-    """ASGI middleware adding the strict headers to every response but the interactive API
-    docs (which load their own assets). Plain ASGI, not BaseHTTPMiddleware: it never buffers
-    or re-wraps a body, so the live feed's stream passes straight through."""
+    """ASGI middleware adding the strict headers to every response (the interactive API docs
+    get their own policy). Plain ASGI, not BaseHTTPMiddleware: it never buffers or re-wraps a
+    body, so the live feed's stream passes straight through."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+        self.headers = _encoded(SECURITY_HEADERS)
+        self.docs_headers = _encoded({**SECURITY_HEADERS, "Content-Security-Policy": DOCS_CSP})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(("/docs", "/redoc")):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        docs = scope["path"] in ("/docs", "/redoc", "/docs/oauth2-redirect")
+        headers = self.docs_headers if docs else self.headers
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {name.lower() for name, _ in message.get("headers", [])}
-                extra = [(k, v) for k, v in self.headers if k not in present]
+                extra = [(k, v) for k, v in headers if k not in present]
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
@@ -167,8 +186,10 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
             def work(rt: Runtime) -> dict[str, Any]:
                 stored = reads.timeline_events(rt.engine, delegate_id, limit=TIMELINE_PAGE)
                 entries = [entry_view(timeline_view.entry(e)) for e in stored]
+                person = directory.get(rt, delegate_id)
                 return {
                     "delegate": delegate_id,
+                    "person": None if person is None else person.public(),
                     "entries": entries,
                     "last_seq": entries[-1]["seq"] if entries else 0,
                     "older": entries[0]["seq"] if len(entries) == TIMELINE_PAGE else None,

@@ -3,7 +3,7 @@ compaction items and the messages since), its daily token usage, and its continu
 versions
 
 Revision ID: 0023_context_windows
-Revises: 0020_people
+Revises: 0021_conversation_api
 Create Date: 2026-12-02
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0023_context_windows"
-down_revision = "0020_people"
+down_revision = "0021_conversation_api"
 branch_labels = None
 depends_on = None
 
