@@ -42,12 +42,13 @@ class Target:
 
 
 # In the order the benchmarks run; the targets are the issues' (6 for the CLI, 11 for the UI,
-# 15 for the rest).
+# 25 for continuity, 15 for the rest).
 BENCHES = (
     "publish",
     "lane",
     "lane_overhead",
     "compose",
+    "continuity",
     "timers",
     "http",
     "ui",
@@ -70,6 +71,10 @@ TARGETS = (
     Target("lane_overhead", "overhead_p99_ms", 20.0, higher_is_better=False),
     Target("compose", "compose_p99_ms", 25.0, higher_is_better=False),
     Target("compose", "compose_vs_fts_p99", 3.0, higher_is_better=False),
+    Target("continuity", "compose_p99_ms", None),
+    Target("continuity", "compose_history_growth_p99", 1.25, higher_is_better=False),
+    Target("continuity", "compaction_overhead_p99_ms", None),
+    Target("continuity", "tokens_per_activation_flatness", 1.2, higher_is_better=False),
     Target("timers", "tick_vs_query_p99", 3.0, higher_is_better=False),
     # The tick's own SQL alone (read and write, no Python) over the same query: the floor under
     # tick_vs_query_p99 (docs/timers.md).

@@ -24,6 +24,7 @@ from inner_plane.http.operator_calls import (
     page_route,
     parse_uuid,
 )
+from inner_plane.journal.operator import continuity as continuity_reads
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import reads
 from inner_plane.journal.people import questions
@@ -67,6 +68,21 @@ def add_delegate_routes(router: APIRouter, calls: OperatorCalls) -> None:
             ),
         )
         return json_response(page.items[0])
+
+    @router.get(
+        "/delegates/{delegate_id}/context",
+        summary="A delegate's context window, token usage by day and continuity capsule versions",
+    )
+    async def context(request: Request, delegate_id: str) -> Response:
+        """The window's state (compaction method, version, items, tokens, failures and the
+        last error, when a failed compaction is retried), the delegate's tokens and estimated
+        cost per UTC day (newest first), and every capsule version with its diff from the one
+        before."""
+        return json_response(
+            await calls.read(
+                request, lambda rt: continuity_reads.continuity(rt.engine, delegate_id)
+            )
+        )
 
     @router.get(
         "/delegates/{delegate_id}/timeline",

@@ -29,6 +29,7 @@ from inner_plane import timeline as timeline_view
 from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
 from inner_plane.http.ui_simulate import simulate_page
 from inner_plane.http.ui_views import charts, entry_view, pretty, signal_view
+from inner_plane.journal.operator import continuity as continuity_reads
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import reads
 from inner_plane.people import directory
@@ -191,6 +192,7 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 person = directory.get(rt, delegate_id)
                 return {
                     "delegate": delegate_id,
+                    "continuity": continuity_reads.continuity(rt.engine, delegate_id, days=7),
                     "person": None if person is None else person.public(),
                     "entries": entries,
                     "last_seq": entries[-1]["seq"] if entries else 0,

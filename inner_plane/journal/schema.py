@@ -14,8 +14,8 @@ from typing import cast
 from sqlalchemy import Index, MetaData, Table
 
 from inner_plane.journal import memories, policy, processors
+from inner_plane.journal.conversation import capsule, thoughtflow, usage, window
 from inner_plane.journal.conversation import events as conversation
-from inner_plane.journal.conversation import thoughtflow
 from inner_plane.journal.people import people, questions, tokens
 from inner_plane.journal.tables import METADATA
 from inner_plane.journal.timers import store as timers
@@ -26,11 +26,14 @@ OWNERS = (
     memories,
     people,
     policy,
+    capsule,
     processors,
     questions,
     thoughtflow,
     timers,
     tokens,
+    usage,
+    window,
 )
 
 metadata: MetaData = METADATA

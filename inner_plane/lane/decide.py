@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from inner_plane.activation import Trigger
 from inner_plane.attention.document import AttentionPolicy, KindTiming
@@ -191,3 +191,15 @@ def after_release(reschedule: float | None, work_left: bool) -> float | None:
     if work_left:
         return 0.0 if reschedule is None else min(reschedule, MAX_COUNTDOWN_S)
     return reschedule
+
+
+def token_budget(tokens_today: int, budget: int | None, now: datetime) -> DeferForBudget | None:
+    """The daily token budget: once a delegate's tokens of the UTC day reach ``budget``, its
+    background wakes wait for the next day (a user turn is never held back)."""
+    if budget is None or tokens_today < budget:
+        return None
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return DeferForBudget(
+        today + timedelta(days=1),
+        f"token budget: {tokens_today} tokens used today (limit {budget} a day)",
+    )

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from sqlalchemy import Connection
 
 from inner_plane import logs
-from inner_plane.activation import Activation, UserMessage
+from inner_plane.activation import Activation, Trigger, UserMessage
 from inner_plane.config import Settings
 from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation import usage
 from inner_plane.journal.lane import activations, claims, user_turns
 from inner_plane.journal.lane.leases import LeaseLost
 from inner_plane.lane import decide
@@ -76,6 +77,19 @@ def open_step(
                 rule=decision.rule,
             )
             return decision.seconds
+        if (
+            isinstance(decision, decide.Run)
+            and decision.trigger in (Trigger.WAKE, Trigger.DRAIN)
+            and settings.daily_token_budget is not None
+        ):
+            decision = (
+                decide.token_budget(
+                    usage.tokens_today(connection, delegate_id),
+                    settings.daily_token_budget,
+                    window.now,
+                )
+                or decision
+            )
         if isinstance(decision, decide.DeferForBudget):
             ids = claims.defer_signals(
                 connection,
