@@ -130,7 +130,7 @@ def test_a_400_turn_conversation_stays_within_the_window_and_keeps_turn_one(
     assert too_long == [], "no request exceeds the model's window"
     assert all(s.status == 200 for s in served)
     compactions = _events(runtime, conversation.CONTEXT_COMPACTED)
-    assert len(compactions) >= 5
+    assert len(compactions) >= 3  # summaries are short: Chat Completions compacts less often
     assert {c["payload"]["method"] for c in compactions} == {
         "compact" if api == "responses" else "summary"
     }
@@ -138,9 +138,10 @@ def test_a_400_turn_conversation_stays_within_the_window_and_keeps_turn_one(
     replayed = [e for e in replay(runtime.engine, "default") if e["type"] == "context.compacted"]
     assert [e["seq"] for e in replayed][: len(compactions)] == [c["seq"] for c in compactions]
     assert all(e["label"] == "Inner Plane: context.compacted" for e in replayed)
-    # Background wakes ran between the turns.
+    # Background wakes ran between the turns (alone, or as inner context of the next turn).
     started = _events(runtime, conversation.ACTIVATION_STARTED)
-    assert len(started) >= TURNS // 25 - 1
+    attached = _events(runtime, conversation.CONTEXT_ATTACHED)
+    assert started and len(started) + len(attached) >= TURNS // 25 - 1
     last = [s.body for s in served if not s.path.endswith("compact") and "tools" in s.body][-1]
     if api == "responses":
         assert isinstance(server, ResponsesServer)
