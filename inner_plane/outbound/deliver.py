@@ -205,8 +205,8 @@ def contact_on_dispositions(
     """Tell the person about each signal the agent settled as escalated or needing their input,
     once per (signal, disposition) whatever reruns. A needs_input settlement is recorded as a
     question (``questions``) and sent marked as one; the person answers with a user turn whose
-    ``in_reply_to`` is its id. Escalations and interrupt-mode signals are urgent (sent in quiet
-    hours too); a question waits for the end of quiet hours."""
+    ``in_reply_to`` is its id. Contact about an interrupt-mode signal is urgent (sent in quiet
+    hours too); any other question or escalation waits for the end of the quiet hours."""
     done: list[Delivery] = []
     wanted = [
         (signal, settlements[signal.id])
@@ -238,7 +238,7 @@ def contact_on_dispositions(
                 for part in (f"{about(signal)} was escalated to you.", settlement.reason, reply)
                 if part
             )
-        urgent = settlement.disposition is Disposition.ESCALATED or signal.mode == Mode.INTERRUPT
+        urgent = signal.mode == Mode.INTERRUPT
         message = Message(
             activation.delegate_id,
             subject[:200],

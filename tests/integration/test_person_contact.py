@@ -84,3 +84,48 @@ def test_quiet_hours_hold_a_normal_message_until_the_sweep(
     rerun = _notify(rt, "Digest", context=digest_call)
     assert rerun["deliveries"] == [{"channel": "email", "status": "already_sent"}]
     assert len(smtp.inbox.received()) == 2
+
+
+def test_questions_and_escalations_wait_unless_about_an_interrupt(
+    runtime: Runtime, smtp: SmtpServer
+) -> None:
+    from inner_plane.activation import Disposition, Settlement
+    from inner_plane.journal.people import questions
+    from inner_plane.outbound.deliver import contact_on_dispositions
+    from inner_plane.publish import publish
+    from tests.support.activations import activation_for
+
+    rt = smtp_runtime(runtime, smtp)
+    Leases(rt.engine).acquire("default", "test", 60)
+    now = datetime.now(UTC)
+    quiet = f"{now - timedelta(hours=1):%H:%M:%S}-{now + timedelta(hours=1):%H:%M:%S}"
+    directory.add(rt, "default", display_name="Ada", emails=["ada@example.org"], quiet_hours=quiet)
+    asked = publish(kind="task.input_required", source="copilot", data={"task_id": "A"}, runtime=rt)
+    alert = publish(kind="system.alert", source="monitor", data={"disk": "full"}, runtime=rt)
+    failed = publish(kind="task.completed", source="copilot", data={"task_id": "B"}, runtime=rt)
+    activation = activation_for(rt, [asked.id, alert.id, failed.id])
+    settlements = {
+        asked.id: Settlement(Disposition.NEEDS_INPUT, "Which branch?"),
+        alert.id: Settlement(Disposition.ESCALATED, "The disk is full."),
+        failed.id: Settlement(Disposition.ESCALATED, "It failed twice."),
+    }
+    done = contact_on_dispositions(
+        rt, configured_channels(rt.settings), activation, settlements, None
+    )
+    assert sorted(d.status for d in done) == ["sent", "waiting", "waiting"]
+    # The interrupt-mode alert went at once; the question and the other escalation wait.
+    [mail] = smtp.inbox.received()
+    assert mail["Subject"] == "[escalated] system.alert from monitor"
+    [question] = questions.of(rt.engine, "default")
+    assert question.signal_id == asked.id and question.text == "Which branch?"
+    with rt.engine.begin() as connection:
+        connection.execute(text("UPDATE notifications SET not_before = now() - interval '1 s'"))
+    assert deliver_due(rt, configured_channels(rt.settings)) == 2
+    subjects = sorted(m["Subject"] for m in smtp.inbox.received())
+    assert subjects == [
+        "[escalated] system.alert from monitor",
+        "[escalated] task.completed from copilot",
+        "[question] task.input_required from copilot",
+    ]
+    held_question = next(m for m in smtp.inbox.received() if m["Subject"].startswith("[question]"))
+    assert held_question["X-Inner-Plane-Question"] == str(question.id)
