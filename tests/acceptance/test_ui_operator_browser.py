@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -140,7 +139,7 @@ def test_an_ambient_arrival_is_shown_live_and_can_be_filtered_out(
     page = open_page(browser)
     live_timeline(page, base)
     ambient = publish(kind="memory.inserted", source="memory", runtime=lane_rt).id
-    arrived = page.locator(f'#timeline > li.entry[data-type="signal.arrived"]')
+    arrived = page.locator('#timeline > li.entry[data-type="signal.arrived"]')
     arrived.first.wait_for(timeout=30_000)  # live, without a reload
     assert arrived.count() == 1
     summary = arrived.first.locator("summary").inner_text()
