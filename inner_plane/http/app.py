@@ -212,6 +212,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_exception_handler(ApiError, errors.handle_api_error)
+    # The live feeds this app started: the served app ends their streams at shutdown (asgi.py).
+    app.state.live_feeds = feeds
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:
