@@ -71,6 +71,9 @@ def test_an_empty_list_says_so(cli: CliRunner, runtime: Runtime) -> None:
     result = run(cli, "signals", "list", "--state", "dead", "--delegate", "default")
     assert result.exit_code == 0
     assert result.stdout == "no signals with delegate default, state dead\n"
+    # The ambient one is pending (retained): listed, as `status` counts it ("ambient retained").
+    listed = run(cli, "signals", "list", "--state", "pending").stdout.splitlines()
+    assert len(listed) == 1 and "ambient" in listed[0] and "memory.inserted" in listed[0]
 
 
 def test_signals_show_gives_the_history_with_who_acted_and_never_none(
