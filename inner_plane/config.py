@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     broker_url: str | None = None
     data_dir: Path = Path(".inner-plane")
+    # `inner-plane up` ends the plane when one of its embedded stores stays unreachable this
+    # long (seconds), restarts included; until then it restarts, adopts or waits for it.
+    store_down_deadline_s: float = Field(default=300.0, gt=0)
 
     log_format: Literal["logfmt", "json"] = "logfmt"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -138,6 +141,27 @@ class Settings(BaseSettings):
     # Failed authentications one client address may make per minute before it is refused (429)
     # without any credential check (no hash is computed for it).
     auth_failures_per_minute: int = Field(default=20, ge=1)
+    # Reverse proxies whose X-Forwarded-For is believed (comma-separated CIDRs; default none):
+    # the client is the peer address, or, when the peer is one of these, the right-most
+    # X-Forwarded-For hop that is not.
+    trusted_proxies: str = ""
+    # Host names the API answers to besides loopback names (comma-separated, e.g. the name a
+    # reverse proxy serves it under). Unset on a loopback-bound API: loopback names only.
+    public_hosts: str = ""
+    # Operator sign-in sessions (server-side, in Redis): ended after this much idleness, and
+    # this long after sign-in whatever the activity.
+    session_idle_s: int = Field(default=2 * 3600, ge=60)
+    session_absolute_s: int = Field(default=12 * 3600, ge=60)
+    # Long-lived streams (the live feed, MCP's GET stream): at most this many per credential,
+    # and this many per API process (the rest of uvicorn's slots stay free for /healthz, reads
+    # and actions).
+    api_streams_per_credential: int = Field(default=10, ge=1, le=10_000)
+    api_streams: int = Field(default=150, ge=1, le=10_000)
+    # A request body must arrive within this many seconds (a slow body is refused with 408).
+    api_body_timeout_s: float = Field(default=10.0, gt=0)
+    # Serve the interactive API docs (/docs, /redoc); the OpenAPI document itself is always
+    # at /openapi.json.
+    api_docs: bool = False
 
     @field_validator("database_url")
     @classmethod
@@ -164,6 +188,19 @@ class Settings(BaseSettings):
             return None
         if not value.startswith((*REDIS_SCHEMES, *AMQP_SCHEMES)):
             raise ValueError("must be a redis://, rediss://, unix://, amqp:// or amqps:// URL")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _trusted_proxies(cls, value: str) -> str:
+        import ipaddress
+
+        for part in value.split(","):
+            if part.strip():
+                try:
+                    ipaddress.ip_network(part.strip(), strict=False)
+                except ValueError:
+                    raise ValueError(f"{part.strip()!r} is not an address or CIDR") from None
         return value
 
     @field_validator("notify_webhook_url")
@@ -210,6 +247,10 @@ class Settings(BaseSettings):
         if explicit_budget and self.openai_budget_s >= self.task_soft_time_limit_s:
             raise ValueError(
                 "INNER_PLANE_OPENAI_BUDGET_S must be below INNER_PLANE_TASK_SOFT_TIME_LIMIT_S"
+            )
+        if self.session_idle_s > self.session_absolute_s:
+            raise ValueError(
+                "INNER_PLANE_SESSION_IDLE_S must be at most INNER_PLANE_SESSION_ABSOLUTE_S"
             )
         if not self.agent:
             object.__setattr__(self, "agent", "openai" if self.openai_model else "dry-run")

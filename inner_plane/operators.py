@@ -12,12 +12,16 @@ import ipaddress
 import secrets
 import uuid
 
-from inner_plane import logs
+import redis
+
+from inner_plane import logs, redis_keys
 from inner_plane.attention.wakes import schedule_wake
 from inner_plane.journal.operator import operators as journal
 from inner_plane.journal.operator.operators import Operator, OperatorExists, OperatorJournal
 from inner_plane.runtime import Runtime
-from inner_plane.sources import credentials
+from inner_plane.sources import auth_throttle, credentials
+from inner_plane.sources.auth import Throttled
+from inner_plane.sources.sessions import SessionStore
 
 TOKEN_PREFIX = "ipo"
 
@@ -60,23 +64,61 @@ def list_all(runtime: Runtime) -> list[Operator]:
     return OperatorJournal(runtime.engine).list()
 
 
+def principal(name: str) -> str:
+    """The operator as a session's principal (:mod:`inner_plane.sources.sessions`)."""
+    return f"operator:{name}"
+
+
 def remove(runtime: Runtime, name: str) -> bool:
-    return OperatorJournal(runtime.engine).remove(name)
+    """Revoke the operator: its token stops working and its signed-in sessions end at once."""
+    removed = OperatorJournal(runtime.engine).remove(name)
+    try:
+        SessionStore.of(runtime).end_all_for(principal(name))
+    except redis.RedisError as error:
+        # The sessions still end: every use re-checks that the operator exists.
+        logs.emit("sessions_unavailable", operator=name, reason=str(error)[:200])
+    return removed
 
 
 def any_configured(runtime: Runtime) -> bool:
     return OperatorJournal(runtime.engine).any()
 
 
-def authenticate(runtime: Runtime, token: str) -> Operator | None:
-    """The operator a token proves, or None."""
+def authenticate(
+    runtime: Runtime, token: str, client: str | None = None, face: str = "operator"
+) -> Operator | None:
+    """The operator a token proves, or None; raise ``auth.Throttled`` if ``client`` (the
+    caller's address) is over its failure limit. As for processors (``sources/auth.py``): a
+    token this process verified before passes at once; otherwise the throttle is read before
+    anything is hashed, an unknown name is hashed against a dummy (a name cannot be told by
+    timing), and every failure counts against the address and is logged with it."""
     name = token_operator(token)
-    if name is None:
-        return None
-    operator = OperatorJournal(runtime.engine).get(name)
-    if operator is None or not credentials.verify_token(token, operator.secret_hash):
-        return None
-    return operator
+    digest = credentials.token_digest(token)
+    rows = OperatorJournal(runtime.engine)
+    if name is not None and credentials.verified_hash(digest) is not None:
+        known = rows.get(name)
+        if known is not None and credentials.verified_before(digest, known.secret_hash):
+            return known
+    refused_key = redis_keys.auth_refused(f"operator:{name or '-'}", digest[:16])
+    verdict = auth_throttle.check(runtime, client, refused_key)
+    if verdict.retry_after is not None:
+        raise Throttled(verdict.retry_after)
+    operator = None
+    if verdict.refused_before:
+        reason = "token refused moments ago"
+    else:
+        operator = None if name is None else rows.get(name)
+        stored = credentials.DUMMY_HASH if operator is None else operator.secret_hash
+        # Hashed whatever the name: an unknown name costs what a known one costs.
+        matches = credentials.verify_token(token, stored, digest)
+        if operator is not None and matches:
+            return operator
+        reason = "bad token" if operator is not None else "unknown operator"
+        if name is None:
+            reason = "not an operator token"
+    auth_throttle.record_failure(runtime, client, refused_key)
+    logs.emit("auth_failed", face=face, operator=name, reason=reason, client=client)
+    return None
 
 
 # --- actions ----------------------------------------------------------------------------------

@@ -70,3 +70,15 @@ def metric_counters() -> str:
 def metric_sources() -> str:
     """Set of the signal sources that have their own series (bounded; others count as other)."""
     return f"{PREFIX}metrics:sources"
+
+
+def session(session_digest: str) -> str:
+    """A sign-in session (hash: principal, csrf, created), by the SHA-256 of its id: what
+    Redis holds cannot be replayed as a cookie."""
+    return f"{PREFIX}session:{session_digest}"
+
+
+def principal_sessions(principal: str) -> str:
+    """Set of the session digests of one principal (``operator:NAME``, ``person:ID``), so that
+    revoking the principal ends every one of them."""
+    return f"{PREFIX}sessions:{principal}"

@@ -77,14 +77,15 @@ def build_runtime(
     # Every process with a runtime counts its records into the shared metrics (services/metrics).
     from inner_plane.services.metrics import install as install_metrics
 
-    install_metrics(settings.redis_url)
+    registry = registry or default_registry()
+    install_metrics(settings.redis_url, registry)
     engine = get_engine(settings.database_url, settings.db_pool_size)
     if check:
         check_schema(engine, settings.database_url)
     return Runtime(
         settings=settings,
         engine=engine,
-        registry=registry or default_registry(),
+        registry=registry,
     )
 
 

@@ -7,8 +7,10 @@ import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from inner_plane import logs
 from inner_plane.config import build_settings, load_settings
@@ -18,6 +20,21 @@ from tests.support.processes import ChildProcess
 from tests.support.stores import Stores, start_stores, truncate_all
 
 TESTS = Path(__file__).parent
+
+_test_client_init = TestClient.__init__
+
+
+def _loopback_test_client(self: TestClient, app: Any, *args: Any, **kwargs: Any) -> None:
+    """In-process clients call the API as a local client does: from 127.0.0.1, naming it
+    127.0.0.1 (the API refuses a Host that is not one of its names; a test of that sends its
+    own Host header)."""
+    if not args:
+        kwargs.setdefault("base_url", "http://127.0.0.1")
+    kwargs.setdefault("client", ("127.0.0.1", 50000))
+    _test_client_init(self, app, *args, **kwargs)
+
+
+TestClient.__init__ = _loopback_test_client  # type: ignore[method-assign]
 KINDS = ("unit", "integration", "acceptance")
 
 

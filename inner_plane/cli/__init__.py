@@ -49,6 +49,7 @@ COMMANDS: dict[str, Entry] = {
     "timeline": Entry("timeline", "timeline", "Replay a delegate's conversation timeline."),
     "processors": Entry("processors", "processors_app", "External processors (HTTP, MCP)."),
     "operators": Entry("operators", "operators_app", "Operators of the API and UI (tokens)."),
+    "delegates": Entry("delegates", "delegates_app", "The person each delegate serves; tokens."),
     "serve": Entry("serve", "serve", "Serve the HTTP API, the operator UI at / and MCP."),
     "mcp": Entry("serve", "mcp", "Serve the MCP adapter over stdio for a local processor."),
     "worker": Entry("processes", "worker", "Run one Celery worker role."),

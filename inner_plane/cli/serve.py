@@ -61,6 +61,14 @@ def serve(
         limit_concurrency=1000,
         # Live-feed streams never end on their own: give them a moment, then close them.
         timeout_graceful_shutdown=3,
+        # The client is the socket's peer: uvicorn must not take it from X-Forwarded-For (by
+        # default it believes 127.0.0.1). Trusted proxies are the app's setting
+        # (INNER_PLANE_TRUSTED_PROXIES, inner_plane/sources/peers.py).
+        proxy_headers=False,
+        forwarded_allow_ips="",
+        # An idle kept-alive connection is closed soon; a request's head is bounded in size.
+        timeout_keep_alive=5,
+        h11_max_incomplete_event_size=16 * 1024,
     )
 
 

@@ -56,7 +56,8 @@ def _text(report: dict[str, Any]) -> list[str]:
         for lane in report["lanes"]:
             lease = "running" if lane["leased"] else "idle"
             lines.append(
-                f"  {lane['delegate_id']}: {lane['due']} due, oldest {_age(lane['oldest_due_s'])}"
+                f"  {lane['delegate_id']}: {lane['due']} due ({lane.get('waking', 0)} waking), "
+                f"oldest {_age(lane['oldest_due_s'])}"
                 f", {lease}, {lane['queued_turns']} user turn(s) queued"
             )
     for problem in report["problems"]:

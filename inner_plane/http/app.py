@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -27,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import metrics, operator_api, ui
+from inner_plane.http import guards, metrics, operator_api, ui
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.schemas import (
@@ -37,6 +38,7 @@ from inner_plane.http.schemas import (
     PublishedSignal,
     SignalBatch,
 )
+from inner_plane.operators import is_loopback
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Signal, SignalError
 from inner_plane.sources import auth, errors, grants
@@ -210,8 +212,14 @@ def create_app(
             "See docs/sources.md."
         ),
         lifespan=lifespan,
+        # The interactive docs load their assets from a CDN: off unless asked for.
+        docs_url="/docs" if settings.api_docs else None,
+        redoc_url="/redoc" if settings.api_docs else None,
     )
+    # A redirect to the slashed (or unslashed) path would be built from the request's Host.
+    app.router.redirect_slashes = False
     app.add_exception_handler(ApiError, errors.handle_api_error)
+    app.add_exception_handler(RequestValidationError, guards.handle_validation_error)
     # The live feeds this app started: the served app ends their streams at shutdown (asgi.py).
     app.state.live_feeds = feeds
 
@@ -276,7 +284,22 @@ def create_app(
     app.include_router(metrics.build_router(runtime_factory))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
 
+    # Outermost last: unexpected errors around everything, then the strict headers on every
+    # answer (the guards' refusals too), the Host check, the bounds of bodies and parameters.
+    app.add_middleware(
+        guards.RequestBounds,
+        routes=app.router.routes,
+        max_body=max_body_bytes,
+        body_timeout_s=settings.api_body_timeout_s,
+    )
+    bind = bind_host or settings.api_host
+    app.add_middleware(
+        guards.HostGuard,
+        public_hosts=settings.public_hosts.split(","),
+        any_host=not is_loopback(bind),
+    )
     app.add_middleware(ui.SecurityHeaders)
+    app.add_middleware(guards.UnexpectedErrors)
 
     for route, _ in mounts:
         app.router.routes.append(route)

@@ -9,6 +9,8 @@ fetched at run time and nothing is built on the user's machine.
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
+import redis
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -46,14 +49,17 @@ from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import quiet as quiet_reads
 from inner_plane.journal.operator import reads
 from inner_plane.runtime import Runtime
+from inner_plane.sources.auth import Throttled
 from inner_plane.sources.errors import ApiError
-from inner_plane.sources.intake import JOURNAL_DOWN
+from inner_plane.sources.intake import JOURNAL_DOWN, client_of
+from inner_plane.sources.sessions import Session, SessionStore
 
 HERE = Path(__file__).parent
 TEMPLATES = Jinja2Templates(directory=str(HERE / "templates"))
 TEMPLATES.env.filters["pretty"] = pretty
 TEMPLATES.env.filters["when"] = when
 STATIC_DIR = HERE / "static"
+LOGIN_COOKIE = "inner_plane_login"
 TIMELINE_PAGE = 200
 # How far back a timeline that shows its whole conversation looks for quiet entries.
 QUIET_SPAN = timedelta(days=1)
@@ -411,36 +417,86 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
         return FileResponse(STATIC_DIR / "favicon.ico", media_type="image/x-icon")
 
     # --- sign in / out ---
+    # The sign-in form carries a random token that must equal the one in a SameSite=Strict
+    # cookie set with the form: a page of another site can post the form, but not with the
+    # cookie, so it cannot sign a browser in as someone else (login CSRF).
 
     @router.get("/login", response_class=HTMLResponse)
-    async def login_form(request: Request, next: str = "/") -> Response:
-        return page(request, "login.html", {"next": _local(next), "error": None})
+    async def login_form(
+        request: Request, next: Annotated[str, Query(max_length=2000)] = "/"
+    ) -> Response:
+        return _login_page(request, next, None, 200)
+
+    def _login_page(request: Request, next: str, error: str | None, status: int) -> Response:
+        csrf = secrets.token_urlsafe(32)
+        context = {"next": _local(next), "error": error, "csrf": csrf}
+        response = page(request, "login.html", context, status)
+        response.set_cookie(
+            LOGIN_COOKIE, csrf, httponly=True, samesite="strict", path="/login",
+            secure=request.url.scheme == "https", max_age=3600,
+        )  # fmt: skip
+        return response
 
     @router.post("/login", response_class=HTMLResponse)
     async def login(
         request: Request,
         token: Annotated[str, Form(max_length=300)],
+        csrf: Annotated[str, Form(max_length=100)] = "",
         next: Annotated[str, Form(max_length=2000)] = "/",
     ) -> Response:
-        operator = await run_in_threadpool(
-            lambda: operators.authenticate(runtime_factory(), token.strip())
-        )
-        if operator is None:
-            context = {"next": _local(next), "error": "That is not an operator token."}
-            return page(request, "login.html", context, 401)
+        expected = request.cookies.get(LOGIN_COOKIE, "")
+        if not csrf or not hmac.compare_digest(csrf.encode(), expected.encode()):
+            return _login_page(request, next, "The sign-in form expired: sign in again.", 403)
+        client = client_of(request)
+
+        def sign_in() -> Session | None:
+            runtime = runtime_factory()
+            operator = operators.authenticate(runtime, token.strip(), client, "login form")
+            if operator is None:
+                return None
+            # A new session every time (rotation): an id planted before sign-in is worthless.
+            return SessionStore.of(runtime).create(
+                operators.principal(operator.name), replacing=request.cookies.get(COOKIE)
+            )
+
+        try:
+            session = await run_in_threadpool(sign_in)
+        except Throttled as throttled:
+            response = _login_page(request, next, "Too many failed sign-ins: wait a minute.", 429)
+            response.headers["Retry-After"] = str(throttled.retry_after)
+            return response
+        except (redis.RedisError, *JOURNAL_DOWN):
+            return _login_page(request, next, "The plane's stores are unreachable.", 503)
+        if session is None:
+            return _login_page(request, next, "That is not an operator token.", 401)
         response = RedirectResponse(_local(next), 303)
+        lifetime = runtime_factory().settings.session_absolute_s
         response.set_cookie(
-            COOKIE,
-            token.strip(),
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            max_age=12 * 3600,
-        )
+            COOKIE, session.id, httponly=True, samesite="strict",
+            secure=request.url.scheme == "https", max_age=lifetime,
+        )  # fmt: skip
+        response.delete_cookie(LOGIN_COOKIE, path="/login")
         return response
 
     @router.post("/logout")
-    async def logout() -> Response:
+    async def logout(request: Request, csrf: Annotated[str, Form(max_length=100)] = "") -> Response:
+        def sign_out() -> bool:
+            session = gate.session(request)
+            if session is None:
+                return True
+            if not hmac.compare_digest(csrf.encode(), session.csrf.encode()):
+                return False
+            SessionStore.of(runtime_factory()).end(session.id)
+            return True
+
+        try:
+            ended = await run_in_threadpool(sign_out)
+        except (redis.RedisError, *JOURNAL_DOWN):
+            return page(request, "message.html", {"title": "unavailable",
+                        "text": "The session store is unreachable; retry."}, 503)  # fmt: skip
+        if not ended:
+            context = {"title": "forbidden", "text": "Sign out from the page's own button."}
+            return page(request, "message.html", context, 403)
         response = RedirectResponse("/login", 303)
         response.delete_cookie(COOKIE)
         return response

@@ -16,11 +16,12 @@ from sqlalchemy import Index, MetaData, Table
 from inner_plane.journal import memories, processors
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import thoughtflow
+from inner_plane.journal.people import people, questions, tokens
 from inner_plane.journal.tables import METADATA
 from inner_plane.journal.timers import store as timers
 
 # The modules whose row classes join the metadata (imported for that, named so it is explicit).
-OWNERS = (conversation, memories, processors, thoughtflow, timers)
+OWNERS = (conversation, memories, people, processors, questions, thoughtflow, timers, tokens)
 
 metadata: MetaData = METADATA
 

@@ -218,6 +218,8 @@ USER_TURNS = Table(
     Column("activation_id", UUID(as_uuid=True)),
     Column("reply", Text),
     Column("finished_at", DateTime(timezone=True)),
+    # The question (``questions.id``) this turn answers, if any (migration 0020_people).
+    Column("in_reply_to", UUID(as_uuid=True)),
     CheckConstraint(f"state IN {USER_TURN_STATES}", name="state"),
     Index(
         "ix_user_turns_queued",
@@ -251,8 +253,12 @@ NOTIFICATIONS = Table(
     Column("last_error", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("sent_at", DateTime(timezone=True)),
+    # A 'waiting' message is sent by the outbox sweep once this time has come (the end of the
+    # person's quiet hours; migration 0020_people).
+    Column("not_before", DateTime(timezone=True)),
     UniqueConstraint("delegate_id", "effect_key", "channel"),
-    CheckConstraint("state IN ('sending', 'sent', 'failed')", name="state"),
+    CheckConstraint("state IN ('waiting', 'sending', 'sent', 'failed')", name="state"),
+    Index("ix_notifications_waiting", "not_before", postgresql_where=text("state = 'waiting'")),
 )
 
 

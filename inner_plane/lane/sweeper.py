@@ -1,7 +1,11 @@
 """The sweeper, run by beat: recovers what Redis or a dead worker lost, from the journal alone.
 
 - delegates with claims or running activations but no live lease get an activate; taking the
-  lease returns their stale claims to pending (recorded as recovered);
+  lease returns their stale claims to pending (recorded as recovered). A lease whose holder's
+  session is gone (its liveness lock is free: the process died, or PostgreSQL restarted) is not
+  live, whatever its expiry says: a killed worker's claims come back at the next sweep, with no
+  new signal needed. A paused but living holder keeps its lock, so it is left to the TTL and
+  the epoch fence;
 - delegates with due wake/interrupt signals or queued user turns and no live lease get an
   activate (a lost wake message or flushed Redis costs one sweep period);
 - pending signals past their expires_at become expired.

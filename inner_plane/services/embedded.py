@@ -5,8 +5,9 @@ servers a data dir gets, who owns them, and how a process resolves its store URL
 Both run as child processes of the process that starts them, under the data dir, and listen on
 unix sockets only (nothing on TCP: no port to clash, nothing for other local users to reach; the
 socket directories are private to the owner). The starting process *owns* them: it holds the data
-dir's ``owner.lock`` for its whole life, stops them when it ends, and `inner-plane up` restarts
-them on the same socket when they crash. A second process never attaches to servers another
+dir's ``owner.lock`` for its whole life, stops them when it ends, and `inner-plane up` keeps them
+up (:mod:`inner_plane.services.keeper`: restarted on the same socket when they exit, adopted
+when restarted from outside). A second process never attaches to servers another
 process owns: it uses the plane `up` runs (``plane.json``), or says the data dir is busy.
 
 The test harness starts them *persistent* instead (kept running between sessions and shared by
@@ -26,8 +27,9 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from inner_plane.config import Settings
 from inner_plane.services.embedded_postgres import EmbeddedPostgres
@@ -37,6 +39,9 @@ from inner_plane.services.server_process import (
     EmbeddedServiceError as EmbeddedServiceError,  # re-exported: what callers catch
 )
 from inner_plane.services.server_process import ServerProcess
+
+if TYPE_CHECKING:
+    from inner_plane.services.keeper import StoreKeeper
 
 RESERVED_PORTS = {5432, 6379, 5672}
 
@@ -64,6 +69,7 @@ class EmbeddedServices:
         self.postgres: EmbeddedPostgres | None = None
         self.redis: EmbeddedRedis | None = None
         self._lock: IO[str] | None = None
+        self._keepers: list[StoreKeeper] = []
 
     @property
     def servers(self) -> list[ServerProcess]:
@@ -151,21 +157,19 @@ class EmbeddedServices:
             return None
         return candidate
 
-    def revive(self) -> list[str]:
-        """Restart any owned server that died, on the same socket; say what happened."""
-        events = []
-        for server in self.servers:
-            if server.alive():
-                continue
-            how = server.exit_description()
-            events.append(
-                f"embedded {server.name} (pid {server.pid}) {how}; restarting it on "
-                f"{server.where()}"
-            )
-            server.restarts += 1
-            server.relaunch()
-            events.append(f"embedded {server.name} is back (pid {server.pid})")
-        return events
+    def keep(self, say: Callable[[str], None]) -> None:
+        """Keep the owned servers up from now on (`inner-plane up`): restart, adopt, or wait for
+        each, in threads of their own; see :mod:`inner_plane.services.keeper`."""
+        from inner_plane.services.keeper import StoreKeeper
+
+        deadline = self.settings.store_down_deadline_s
+        self._keepers = [StoreKeeper(server, deadline, say) for server in self.servers]
+        for keeper in self._keepers:
+            keeper.start()
+
+    def failure(self) -> str | None:
+        """Why the plane must stop: a store unreachable past its deadline, and what was tried."""
+        return next((k.failure for k in self._keepers if k.failure is not None), None)
 
     def describe(self) -> list[str]:
         lines = []
@@ -181,6 +185,8 @@ class EmbeddedServices:
     def stop(self) -> list[str]:
         """Stop the servers this process started (Redis, then PostgreSQL); name each stopped."""
         stopped = []
+        for keeper in self._keepers:
+            keeper.halt()
         for server in self.servers:
             pid = server.pid
             # Persistent servers: only those this process launched (an attached session leaves

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,9 @@ class EmbeddedPostgres(ServerProcess):
 
         return Path(POSTGRES_BIN_PATH)
 
-    def prepare(self) -> None:
-        """Create the cluster if needed; stop an orphaned postmaster (its owner is gone)."""
+    def prepare(self, stop_orphan: bool = True) -> None:
+        """Create the cluster if needed; stop an orphaned postmaster (its owner is gone) unless
+        told not to (a restart after a crash adopts one instead: see :meth:`other_server`)."""
         self.pgdata.mkdir(parents=True, exist_ok=True)
         binaries = self._binaries()
         if self.user is not None:
@@ -71,7 +73,8 @@ class EmbeddedPostgres(ServerProcess):
             ensure_folder_permissions(binaries.parent / "lib", readable)
             entry = pwd.getpwnam(self.user)
             os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
-        self.stop_orphan()
+        if stop_orphan:
+            self.stop_orphan()
         if not (self.pgdata / "PG_VERSION").exists():
             subprocess.run(
                 [str(self._binaries() / "initdb"), "-D", str(self.pgdata), "--auth=trust",
@@ -87,11 +90,24 @@ class EmbeddedPostgres(ServerProcess):
             os.chown(self.socket_dir, entry.pw_uid, entry.pw_gid)
 
     def running_pid(self) -> int | None:
+        """The postmaster that holds the cluster's lock file, if it is alive: a postgres process
+        working in this cluster (a postmaster runs in its data dir; a stale lock file's pid may
+        since belong to anything else)."""
         try:
             pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if pid_alive(pid) and "postgres" in command_line(pid) else None
+        if not pid_alive(pid) or "postgres" not in command_line(pid):
+            return None
+        try:
+            in_cluster = Path(os.readlink(f"/proc/{pid}/cwd")) == self.pgdata
+        except OSError:  # no /proc (not Linux) or not ours to read: the command line decides
+            in_cluster = str(self.pgdata) in command_line(pid)
+        return pid if in_cluster else None
+
+    def other_server(self) -> int | None:
+        pid = self.running_pid()
+        return pid if pid is not None and pid != self.pid else None
 
     def stop_orphan(self) -> None:
         pid = self.running_pid()
@@ -127,7 +143,8 @@ class EmbeddedPostgres(ServerProcess):
         ensure_database(self.url)
         return self.url
 
-    def relaunch(self) -> None:
-        """Start it again after it died, on the same socket (an orphaned postmaster stopped)."""
-        self.prepare()
-        self.launch()
+    def relaunch(self, cancelled: Callable[[], bool] | None = None) -> None:
+        """Start it again after it died, on the same socket. A postmaster someone else started
+        meanwhile is left alone: ours then fails on its lock file, and the keeper adopts it."""
+        self.prepare(stop_orphan=False)
+        self.launch(timeout=30.0, cancelled=cancelled)

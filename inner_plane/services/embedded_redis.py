@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from inner_plane.services.plane import pid_alive
@@ -71,6 +72,20 @@ class EmbeddedRedis(ServerProcess):
             return False
         return True
 
+    def servers_on_socket(self) -> list[int]:
+        """The redis-server processes started on our socket (by anyone)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) != os.getpid():
+                line = command_line(int(entry.name))
+                if "redis-server" in line and str(self.socket) in line:
+                    found.append(int(entry.name))
+        return found
+
+    def other_server(self) -> int | None:
+        others = [pid for pid in self.servers_on_socket() if pid != self.pid and pid_alive(pid)]
+        return others[0] if others else None
+
     def stop_orphan(self) -> None:
         # A server of an earlier version (TCP, recorded in server.json), then any on our socket.
         with contextlib.suppress(OSError, ValueError, KeyError):
@@ -79,12 +94,9 @@ class EmbeddedRedis(ServerProcess):
                 self.pid, self.process = pid, None
                 self.stop()
             (self.dir / "server.json").unlink()
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
-                line = command_line(int(entry.name))
-                if "redis-server" in line and str(self.socket) in line:
-                    self.pid, self.process = int(entry.name), None
-                    self.stop()
+        for pid in self.servers_on_socket():
+            self.pid, self.process = pid, None
+            self.stop()
 
     def start(self) -> str:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -94,8 +106,8 @@ class EmbeddedRedis(ServerProcess):
         self.launch()
         return self.url
 
-    def relaunch(self) -> None:
+    def relaunch(self, cancelled: Callable[[], bool] | None = None) -> None:
         """Start it again after it died, on the same socket (its stale socket file removed)."""
         with contextlib.suppress(OSError):
             self.socket.unlink()
-        self.launch()
+        self.launch(timeout=30.0, cancelled=cancelled)

@@ -8,15 +8,17 @@ and they survive restarts. Gauges (pending, claimed, dead, leases, lanes, queue 
 are read from the journal and Redis at scrape time.
 
 Cardinality is bounded: signals are counted by kind namespace (the kind's first segment) and by
-source, with at most ``MAX_SOURCES`` sources (later ones count as ``other``); per-delegate series
-exist only for the top ``TOP_DELEGATES`` lanes.
+source. A namespace counts as itself only if the plane knows it (the built-in kinds', the kinds
+file's, and ``external`` for processors); any other (a kind a processor invented, a rejected
+submission's) counts as ``other``. A source counts as itself (``external.ci`` too) while fewer
+than ``MAX_SOURCES`` sources exist (later ones count as ``other``; one that is not a valid
+identifier, as ``invalid``); per-delegate series exist only for the top ``TOP_DELEGATES`` lanes.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import re
 import threading
 import time
 from collections import defaultdict
@@ -24,6 +26,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from inner_plane import logs, redis_keys
+from inner_plane.signals.kinds import BUILTIN_KINDS, KindRegistry
+from inner_plane.signals.model import is_identifier
 
 if TYPE_CHECKING:
     import redis
@@ -33,18 +37,30 @@ TOP_DELEGATES = 10
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _SIGNAL_EVENTS = {"published", "deduplicated", "rejected", "quarantined"}
 _ACTIVATION_EVENTS = {"started", "completed", "failed", "interrupted"}
-_LABEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+# Namespaces every plane knows: the built-in kinds' and the processors' (external.<name>.<event>).
+BUILTIN_NAMESPACES = frozenset(
+    {policy.kind.split(".", 1)[0] for policy in BUILTIN_KINDS} | {"external"}
+)
 
 
-def _label(value: Any) -> str:
-    text = str(value or "").lower()
-    return text if _LABEL.match(text) else "invalid"
+def namespaces_of(registry: KindRegistry) -> frozenset[str]:
+    """The namespaces counted as themselves: the built-in ones and the registry's kinds'."""
+    return BUILTIN_NAMESPACES | {policy.kind.split(".", 1)[0] for policy in registry.kinds()}
 
 
-def _signal_key(event: str, kind: Any, source: Any) -> str:
+def _namespace(kind: Any, known: frozenset[str]) -> str:
+    namespace = kind.split(".", 1)[0] if isinstance(kind, str) else ""
+    return namespace if namespace in known else "other"
+
+
+def _source_label(value: str) -> str:
+    # Sources are identifiers (letters, digits, '._:-'); anything else was refused as input.
+    return value if is_identifier(value) else "invalid"
+
+
+def _signal_key(event: str, kind: Any, source: Any, known: frozenset[str]) -> str:
     """The counter a signal record adds to: by event, kind namespace and source."""
-    namespace = _label(str(kind or "").split(".", 1)[0])
-    return f"signals_{event}|namespace={namespace}|source={source or ''}"
+    return f"signals_{event}|namespace={_namespace(kind, known)}|source={source or ''}"
 
 
 def _bucket(seconds: float) -> str:
@@ -57,9 +73,15 @@ def _bucket(seconds: float) -> str:
 class Recorder:
     """Counts the records of this process into Redis (buffered, flushed every ``flush_s``)."""
 
-    def __init__(self, redis_url: str, flush_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        flush_s: float = 1.0,
+        namespaces: frozenset[str] = BUILTIN_NAMESPACES,
+    ) -> None:
         self.redis_url = redis_url
         self.flush_s = flush_s
+        self.namespaces = namespaces
         self._pending: dict[str, float] = defaultdict(float)
         self._lock = threading.Lock()
         self._pid = 0
@@ -69,7 +91,8 @@ class Recorder:
     # The observer: called for every record, on the caller's thread; only touches memory.
     def __call__(self, event: str, fields: dict[str, Any]) -> None:
         if event in _SIGNAL_EVENTS:
-            self._add(_signal_key(event, fields.get("kind"), fields.get("source")), 1)
+            key = _signal_key(event, fields.get("kind"), fields.get("source"), self.namespaces)
+            self._add(key, 1)
         elif event in _ACTIVATION_EVENTS and fields.get("source") == "lane":
             self._add(f"activations|outcome={event}", 1)
             if event == "completed" and fields.get("duration_ms") is not None:
@@ -94,7 +117,9 @@ class Recorder:
                 self(event, fields)
             return
         if counts:
-            self._add_many({_signal_key(*series): n for series, n in counts.items()})
+            self._add_many(
+                {_signal_key(*series, self.namespaces): n for series, n in counts.items()}
+            )
         for event, fields in others:
             self(event, fields)
 
@@ -153,7 +178,7 @@ class Recorder:
             for key, amount in pending.items():
                 if "|source=" in key:
                     head, source = key.rsplit("|source=", 1)
-                    key = f"{head}|source={_label(self._source(client, source))}"
+                    key = f"{head}|source={self._source(client, _source_label(source))}"
                 pipe.hincrbyfloat(redis_keys.metric_counters(), key, amount)
             pipe.execute()
         except redis.RedisError:
@@ -166,12 +191,13 @@ class Recorder:
 _recorder: Recorder | None = None
 
 
-def install(redis_url: str | None) -> None:
+def install(redis_url: str | None, registry: KindRegistry | None = None) -> None:
     """Count this process's records (once per process; nothing without a Redis URL)."""
     global _recorder
     if redis_url is None or _recorder is not None:
         return
-    _recorder = Recorder(redis_url)
+    namespaces = BUILTIN_NAMESPACES if registry is None else namespaces_of(registry)
+    _recorder = Recorder(redis_url, namespaces=namespaces)
     logs.observe(_recorder)
 
 
@@ -201,9 +227,10 @@ def _split(key: str) -> tuple[str, dict[str, str]]:
 
 
 def families(
-    redis_client: redis.Redis | None, engine: Any, broker: redis.Redis | None, queues: list[str]
+    redis_client: redis.Redis | None, engine: Any, depths: dict[str, int] | None
 ) -> Iterator[Any]:
-    """Every metric family, read now (prometheus_client's ``collect`` protocol)."""
+    """Every metric family, read now (prometheus_client's ``collect`` protocol). ``depths``:
+    the Celery queues' depths read from the broker (None: the broker did not answer)."""
     import redis
     from prometheus_client.core import (
         CounterMetricFamily,
@@ -262,14 +289,8 @@ def families(
     depth = GaugeMetricFamily(
         "inner_plane_queue_depth", "Messages waiting in a Celery queue", labels=["queue"]
     )
-    if broker is not None:
-        from inner_plane.services.probes import queue_depths
-
-        try:
-            for queue, count in queue_depths(broker, queues).items():
-                depth.add_metric([queue], count)
-        except redis.RedisError:
-            pass
+    for queue, count in (depths or {}).items():
+        depth.add_metric([queue], count)
     yield depth
 
     yield from _journal_families(engine, up)
@@ -329,16 +350,24 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
     )
     idle = GaugeMetricFamily(
         "inner_plane_lane_idle_with_due_work",
-        "1 if the lane has due signals and no activation holds its lease",
+        "1 if the lane has due waking signals (wake, interrupt: work that should have started "
+        "an activation) and no activation holds its lease; next-turn signals alone leave it 0",
+        labels=["delegate"],
+    )
+    waking_age = GaugeMetricFamily(
+        "inner_plane_lane_oldest_waking_seconds",
+        f"Age of the oldest due waking signal (wake, interrupt), top {TOP_DELEGATES} lanes",
         labels=["delegate"],
     )
     for lane in lanes:
         due.add_metric([lane.delegate_id], lane.due)
         age.add_metric([lane.delegate_id], lane.oldest_due_s)
-        idle.add_metric([lane.delegate_id], 0 if lane.leased else 1)
+        idle.add_metric([lane.delegate_id], 1 if lane.idle_with_waking_work else 0)
+        waking_age.add_metric([lane.delegate_id], lane.oldest_waking_s or 0.0)
     yield due
     yield age
     yield idle
+    yield waking_age
     used = GaugeMetricFamily(
         "inner_plane_wake_budget_used",
         f"Background activations in the last hour, top {TOP_DELEGATES} delegates",

@@ -100,7 +100,9 @@ class ServerProcess:
 
     stop_signal = signal.SIGTERM
 
-    def launch(self, timeout: float = 60.0) -> None:
+    def launch(self, timeout: float = 60.0, cancelled: Callable[[], bool] | None = None) -> None:
+        """Start it and wait until it answers; raise EmbeddedServiceError (it stopped again) if
+        it exits first, does not answer within ``timeout``, or ``cancelled()`` turns true."""
         log: IO[bytes] = self.log_path().open("ab")
         try:
             self.process = subprocess.Popen(
@@ -119,6 +121,9 @@ class ServerProcess:
         self.pid = self.process.pid
         deadline = time.monotonic() + timeout
         while not self.ready():
+            if cancelled is not None and cancelled():
+                self.stop()
+                raise EmbeddedServiceError(f"embedded {self.name}: start cancelled")
             if self.process.poll() is not None or time.monotonic() > deadline:
                 tail = self.log_path().read_text(errors="replace")[-1500:]
                 self.stop()
@@ -157,6 +162,16 @@ class ServerProcess:
         self.process = None
         return True
 
-    def relaunch(self) -> None:
+    def relaunch(self, cancelled: Callable[[], bool] | None = None) -> None:
         """Start it again after it died, on the same socket."""
-        self.launch()
+        self.launch(timeout=30.0, cancelled=cancelled)
+
+    def other_server(self) -> int | None:
+        """The pid of a server other than ours running on the same data dir and socket (one
+        started from outside, e.g. by `pg_ctl restart`), or None."""
+        return None
+
+    def adopt(self, pid: int) -> None:
+        """Watch (and at the end stop) a server started from outside as if it were our own."""
+        self.process = None
+        self.pid = pid

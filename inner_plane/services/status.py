@@ -108,7 +108,8 @@ def _database(report: Report, targets: Targets) -> bool:
             counts = overview.counts(rows)
             report.journal = counts.public()
             report.journal["delegates_with_backlog"] = overview.delegates_with_backlog(rows)
-            report.lanes = [lane.public() for lane in overview.lanes(rows, targets.top_lanes)]
+            lanes = overview.lanes(rows, targets.top_lanes)
+            report.lanes = [lane.public() for lane in lanes]
     except Exception as error:
         entry["reachable"] = False
         entry["error"] = str(error).strip().splitlines()[0][:300] if str(error) else repr(error)
@@ -128,14 +129,18 @@ def _database(report: Report, targets: Targets) -> bool:
             "inspect with `inner-plane signals list --state dead`, then `signals retry ID` "
             "or `signals dismiss ID`",
         )
-    for lane in report.lanes:
-        if lane["oldest_due_s"] > targets.stuck_after_s and not lane["leased"]:
+    # Stuck: due signals that should have started an activation (wake, interrupt) wait past the
+    # bound with no activation holding the lease. next-turn signals wait for the next activation
+    # by design, so a lane holding only those is not stuck (the same rule as the alert
+    # InnerPlaneLaneStuck, through inner_plane_lane_idle_with_due_work).
+    for lane in lanes:
+        if lane.stuck(targets.stuck_after_s):
             report.problem(
                 DEGRADED,
-                f"lane {lane['delegate_id']!r} has {lane['due']} due signal(s) waiting "
-                f"{lane['oldest_due_s']:.0f} s with no activation running",
+                f"lane {lane.delegate_id!r} has {lane.waking} due waking signal(s) waiting "
+                f"{lane.oldest_waking_s or 0:.0f} s with no activation running",
                 "check the activation worker (`inner-plane health worker activation`) and "
-                f"`inner-plane signals list --delegate {lane['delegate_id']}`",
+                f"`inner-plane signals list --delegate {lane.delegate_id}`",
             )
     return True
 

@@ -1,7 +1,9 @@
 """The process supervisor behind `inner-plane up`.
 
-It starts the children, restarts the ones that die (with backoff) and the embedded servers it
-owns (at once, on the same socket, loudly), says `ready in N s` only once every child answered a
+It starts the children, restarts the ones that die (with backoff), keeps the embedded servers it
+owns up (:mod:`inner_plane.services.keeper`: restarted with backoff on the same socket, adopted
+when restarted from outside, loudly; the plane stops only when one stays unreachable past
+``INNER_PLANE_STORE_DOWN_DEADLINE_S``), says `ready in N s` only once every child answered a
 health probe, and on Ctrl-C, SIGTERM or SIGHUP stops them all (Celery's warm shutdown first; a
 child that ignores SIGTERM is killed after its grace period), then the embedded servers, and
 lists what it stopped.
@@ -131,9 +133,14 @@ class Supervisor:
         self.say(f"each process writes its output to {self.log_dir}/NAME.log")
         code = 0
         try:
+            if self.services is not None:
+                self.services.keep(self.say)
             for child in self.children:
                 self._start(child)
             while not self._stopping:
+                failure = None if self.services is None else self.services.failure()
+                if failure is not None:
+                    raise EmbeddedServiceError(failure + "; stopping the plane")
                 self._watch()
                 self._check_ready()
                 time.sleep(0.2)
@@ -159,9 +166,6 @@ class Supervisor:
         self.say(f"ready in {elapsed:.1f} s; press Ctrl-C to stop")
 
     def _watch(self) -> None:
-        if self.services is not None:
-            for event in self.services.revive():
-                self.say(f"!! {event}")
         now = time.monotonic()
         for child in self.children:
             process = child.process

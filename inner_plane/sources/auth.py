@@ -31,6 +31,9 @@ IDEMPOTENCY_HEADER = "idempotency-key"
 # A signed request is accepted within this many seconds of its timestamp (either side, for
 # clock skew); its signature is remembered in Redis for twice as long, so it cannot be replayed.
 REPLAY_WINDOW_S = 300
+# A timestamp is whole seconds since the epoch: at most this many digits (an unbounded number
+# would overflow the float arithmetic of the window check).
+TIMESTAMP_DIGITS = 12
 
 
 class AuthError(Exception):
@@ -210,10 +213,9 @@ def _authenticate(
         assert processor is not None and processor.signing_key is not None
         key = processor.signing_key
     stamp = headers.get(TIMESTAMP_HEADER, "")
-    try:
-        age = abs((time.time() if now is None else now) - int(stamp))
-    except ValueError:
-        raise _fail(runtime, client, problem or "bad timestamp", label) from None
+    if not (0 < len(stamp) <= TIMESTAMP_DIGITS and stamp.isascii() and stamp.isdigit()):
+        raise _fail(runtime, client, problem or "bad timestamp", label)
+    age = abs((time.time() if now is None else now) - int(stamp))
     if age > REPLAY_WINDOW_S:
         raise _fail(runtime, client, problem or "timestamp outside the replay window", label)
     idempotency_key = headers.get(IDEMPOTENCY_HEADER, "")
@@ -234,3 +236,24 @@ def _authenticate(
     if not fresh:
         raise _fail(runtime, client, "replayed signature", processor.name)
     return processor, None, False
+
+
+# --- the same rules for other bearer credentials (person tokens, sources.person_auth) ----------
+
+
+def gate(runtime: Runtime, client: str | None, refused_key: str | None = None) -> bool:
+    """Before any lookup or hash of another credential: raise Throttled if the address is over
+    its failure limit; True if this (credential, token) pair was refused moments ago."""
+    return _gate(runtime, client, refused_key)
+
+
+def refusal(
+    runtime: Runtime,
+    client: str | None,
+    reason: str,
+    who: str | None,
+    refused_key: str | None = None,
+) -> AuthError:
+    """Count the failure against the address, remember the refused pair, log the reason, and
+    return the AuthError to raise."""
+    return _fail(runtime, client, reason, who, refused_key)

@@ -8,10 +8,11 @@ from fastapi import Request
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from inner_plane.config import load_settings
 from inner_plane.journal.database import SchemaError
 from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth, errors
+from inner_plane.sources import auth, errors, peers
 
 MAX_BODY_BYTES = 1024 * 1024
 # Failures that mean "the journal is unreachable" (503), as opposed to bugs (500).
@@ -61,8 +62,11 @@ def authorized(
 
 
 def client_of(request: Request) -> str | None:
-    """The caller's address (uvicorn puts a trusted proxy's X-Forwarded-For here)."""
-    return None if request.client is None else request.client.host
+    """The caller's address, as the throttles key it: the peer, or behind a trusted proxy
+    (INNER_PLANE_TRUSTED_PROXIES) the client it reports (:mod:`inner_plane.sources.peers`)."""
+    peer = None if request.client is None else request.client.host
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for")) or None
+    return peers.client_address(peer, forwarded, load_settings().trusted_proxies)
 
 
 def path_of(request: Request) -> str:

@@ -136,3 +136,28 @@ def test_kill_9_of_an_activation_worker_loses_nothing_and_never_overlaps(
     assert sorted(delivered) == sorted(published), "a signal lost or delivered twice"
     queue = SessionBroker(runtime.settings.broker_url)
     wait_until(lambda: queue.messages("activation") == 0, "the activation queue to drain", 60)
+
+
+def test_metrics_show_queue_depths_on_rabbitmq(stores: Stores, runtime: Runtime) -> None:
+    """/metrics reads RabbitMQ's queue depths over AMQP (a passive queue.declare): the backlog
+    alert and the dashboard's queue panel see a queue nobody consumes."""
+    from fastapi.testclient import TestClient
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from inner_plane.http.app import create_app
+
+    stores.broker.purge()
+    for n in range(3):
+        celery_bridge.send_publish(
+            runtime.settings, {"kind": "task.completed", "source": "ci", "dedup_key": f"q-{n}"}
+        )
+    with TestClient(create_app(lambda: runtime, bind_host="127.0.0.1")) as client:
+        scrape = client.get("/metrics").text
+    depths = {
+        sample.labels["queue"]: sample.value
+        for family in text_string_to_metric_families(scrape)
+        for sample in family.samples
+        if sample.name == "inner_plane_queue_depth"
+    }
+    assert depths == {"signals": 3, "activation": 0, "user_turns": 0, "periodic": 0}
+    stores.broker.purge()

@@ -1,16 +1,37 @@
 """The lease's liveness lock: a holder whose connection (process) died is taken over at once; a
 living holder, a holder without the lock, and a paused holder are handled by the TTL and the
-epoch fence exactly as before."""
+epoch fence exactly as before. The sweeper applies the same rule: a dead holder's claims are
+recovered by the next sweep, a living or paused holder's are not."""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
+from inner_plane.lane.sweeper import sweep
+from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from tests.support.waiting import wait_until
+
+
+def end_session(runtime: Runtime, connection: Connection) -> None:
+    """The holder's process dies: its connection drops, and PostgreSQL ends its session (and
+    frees its advisory locks) a moment later, which is awaited here: a loaded machine can take
+    a while to reap the backend."""
+    pid = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    connection.invalidate()
+    connection.close()
+
+    def gone() -> bool:
+        with runtime.engine.connect() as probe:
+            return not probe.execute(
+                text("SELECT 1 FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+            ).first()
+
+    wait_until(gone, f"backend {pid} to end")
 
 
 def expire_lease(runtime: Runtime, delegate: str) -> None:
@@ -28,8 +49,7 @@ def test_a_dead_holder_is_taken_over_at_once_and_its_epoch_is_fenced(runtime: Ru
 
     with runtime.engine.connect() as taker:
         assert leases.take("d", "taker", 60, taker) is None  # alive: refused
-        holder.invalidate()  # the holder's process dies: PostgreSQL ends its session
-        holder.close()
+        end_session(runtime, holder)
         assert leases.take("d", "taker", 60, taker) == (2, False)  # unexpired, yet taken
         with runtime.engine.begin() as connection, pytest.raises(LeaseLost):
             fence(connection, "d", 1)
@@ -116,3 +136,87 @@ def test_a_taker_waits_out_a_holder_whose_death_postgresql_has_not_seen_yet(
         assert leases.take("d", "taker", 60, taker) == (2, False)
         Leases.let_go(taker)
     holder.close()
+
+
+# --- the sweeper's liveness rule: a dead holder's claims come back at the next sweep ---
+
+
+def claimed_signal(runtime: Runtime, delegate: str) -> None:
+    """A signal left claimed by the lease's holder (as a killed activation leaves it)."""
+    signal = publish(
+        kind="task.completed", source="liveness", delegate_id=delegate, runtime=runtime
+    )
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE signals SET state = 'claimed' WHERE id = :id"), {"id": signal.id}
+        )
+
+
+def advisory_locks(runtime: Runtime) -> int:
+    with runtime.engine.connect() as connection:
+        return int(
+            connection.execute(
+                text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database())"
+                )
+            ).scalar_one()
+        )
+
+
+def test_the_sweeper_recovers_a_dead_holders_claims_before_the_ttl(runtime: Runtime) -> None:
+    leases = Leases(runtime.engine)
+    holder = runtime.engine.connect()
+    assert leases.take("d", "holder", 600, holder) == (1, False)
+    claimed_signal(runtime, "d")
+    assert sweep(runtime).recovered == []  # alive: its claims are its own
+    assert advisory_locks(runtime) == 1  # the probe left no lock of its own behind
+
+    end_session(runtime, holder)
+    report = sweep(runtime)  # the lease has ten minutes left, yet:
+    assert report.recovered == ["d"] and report.woken == ["d"]
+    assert advisory_locks(runtime) == 0
+    with runtime.engine.connect() as taker:  # the activate the sweep sent takes over at once
+        assert leases.take("d", "taker", 600, taker) == (2, True)
+        Leases.let_go(taker)
+
+
+def test_the_sweeper_wakes_due_work_of_a_dead_holder_and_leaves_a_living_ones(
+    runtime: Runtime,
+) -> None:
+    leases = Leases(runtime.engine)
+    living, dead = runtime.engine.connect(), runtime.engine.connect()
+    try:
+        assert leases.take("alive", "living", 600, living) == (1, False)
+        assert leases.take("gone", "dead", 600, dead) == (1, False)
+        for delegate in ("alive", "gone"):
+            publish(kind="task.completed", source="liveness", delegate_id=delegate, runtime=runtime)
+        end_session(runtime, dead)
+        report = sweep(runtime)
+        assert report.recovered == [] and report.woken == ["gone"]
+    finally:
+        Leases.let_go(living)
+        living.close()
+        dead.close()
+
+
+def test_the_sweeper_leaves_a_paused_or_lockless_holder_to_the_ttl(runtime: Runtime) -> None:
+    leases = Leases(runtime.engine)
+    paused = runtime.engine.connect()  # a SIGSTOPped worker: its session lives on
+    try:
+        assert leases.take("paused", "paused", 600, paused) == (1, False)
+        assert leases.acquire("lockless", "lockless", 600) == 1  # no liveness lock to test
+        for delegate in ("paused", "lockless"):
+            claimed_signal(runtime, delegate)
+        assert sweep(runtime).recovered == []
+        expire_lease(runtime, "paused")
+        expire_lease(runtime, "lockless")
+        assert sorted(sweep(runtime).recovered) == ["lockless", "paused"]
+        with runtime.engine.connect() as taker:
+            assert leases.take("paused", "taker", 600, taker) == (2, True)
+            Leases.let_go(taker)
+        with runtime.engine.begin() as connection, pytest.raises(LeaseLost):
+            fence(connection, "paused", 1)  # the paused holder, waking, writes nothing
+    finally:
+        Leases.let_go(paused)
+        paused.close()

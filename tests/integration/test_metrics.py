@@ -101,3 +101,36 @@ def test_alert_rules_and_dashboard_use_only_exposed_metrics(client: TestClient) 
     types = re.findall(r"^# TYPE (\S+) ", client.get("/metrics").text, re.MULTILINE)
     exposed = {f"{name}{suffix}" for name in types for suffix in ("", "_bucket", "_sum", "_count")}
     assert used and used <= exposed, used - exposed
+
+
+def test_processor_sources_count_as_themselves_and_namespaces_stay_known(
+    client: TestClient, runtime: Runtime
+) -> None:
+    import contextlib
+
+    from inner_plane import SignalError
+
+    publish_many(
+        [{"kind": "external.ci.finished", "source": "external.ci", "dedup_key": "run-1"}],
+        runtime=runtime,
+    )
+    # Kinds nobody registered, accepted or refused, never mint a namespace label of their own.
+    publish_many([{"kind": "cardtest.one", "source": "copilot"}], runtime=runtime)
+    for kind in ("cardtest-three", "cardtest.four", 7):
+        with contextlib.suppress(SignalError):
+            publish_many([{"kind": kind, "source": "external.ci", "mode": "loud"}], runtime=runtime)
+    samples = scrape(client)
+    published = samples["inner_plane_signals_published_total"]
+    assert value(samples, "inner_plane_signals_published_total", source="external.ci") == 1
+    assert ({"namespace": "external", "source": "external.ci"}, 1.0) in published
+    assert ({"namespace": "other", "source": "copilot"}, 1.0) in published
+    rejected = samples["inner_plane_signals_rejected_total"]
+    assert {labels["namespace"] for labels, _ in rejected} == {"other"}
+    assert value(samples, "inner_plane_signals_rejected_total", source="external.ci") == 3
+    every = {
+        labels.get(name)
+        for series in samples.values()
+        for labels, _ in series
+        for name in ("namespace", "source")
+    }
+    assert "invalid" not in every and not {"cardtest", "cardtest-three"} & every

@@ -16,6 +16,7 @@ from inner_plane.http.app import create_app
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.lane_journal import Filled, fill, lane_runtime, run_lane
+from tests.support.ui_session import sign_in
 
 HOSTILE = '<script>window.__xss=1</script><img src=x onerror="window.__xss=1">'
 
@@ -76,11 +77,9 @@ def test_pages_need_an_operator_once_one_exists(
     response = client.get("/delegates/default", follow_redirects=False)
     assert response.status_code == 303
     assert response.headers["location"] == "/login?next=/delegates/default"
-    wrong = client.post("/login", data={"token": "ipo.dana.nope", "next": "/"})
+    wrong = sign_in(client, "ipo.dana.nope")
     assert wrong.status_code == 401
-    signed_in = client.post(
-        "/login", data={"token": token, "next": "/dead-letters"}, follow_redirects=False
-    )
+    signed_in = sign_in(client, token, "/dead-letters", follow_redirects=False)
     assert signed_in.status_code == 303 and signed_in.headers["location"] == "/dead-letters"
     assert client.get("/dead-letters").status_code == 200  # the cookie now
     # An action with only the cookie needs the UI's header (no cross-site forgery).
@@ -88,7 +87,5 @@ def test_pages_need_an_operator_once_one_exists(
     assert forged.status_code == 403
     done = client.post(f"/v1/signals/{filled.dead_signal}/retry", headers={"X-Inner-Plane-UI": "1"})
     assert done.status_code == 200 and done.json()["operator"] == "dana"
-    offsite = client.post(
-        "/login", data={"token": token, "next": "//evil.example/"}, follow_redirects=False
-    )
+    offsite = sign_in(client, token, "//evil.example/", follow_redirects=False)
     assert offsite.headers["location"] == "/"

@@ -1,13 +1,23 @@
 """A batch's records count exactly as the same records one at a time (the recorder takes a
-batch from ``logs.emit_many`` in one call)."""
+batch from ``logs.emit_many`` in one call); a kind's namespace label is always a known one or
+``other``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from inner_plane.services.metrics import Recorder
+from inner_plane.services.metrics import (
+    BUILTIN_NAMESPACES,
+    Recorder,
+    _signal_key,
+    namespaces_of,
+)
+from inner_plane.signals.kinds import KindPolicy, KindRegistry
+from inner_plane.signals.model import Mode
 
 
 def _recorder() -> Recorder:
@@ -36,3 +46,17 @@ def test_a_batch_counts_what_its_records_count_one_by_one(with_unhashable_kind: 
     batched.observe_many(entries)
     assert dict(batched._pending) == dict(one_by_one._pending)
     assert batched._pending["signals_published|namespace=external|source=external.ci"] == 2
+
+
+@given(kind=st.one_of(st.text(max_size=40), st.none(), st.integers()), source=st.text(max_size=20))
+def test_any_kind_counts_under_a_known_namespace_or_other(kind: Any, source: str) -> None:
+    key = _signal_key("rejected", kind, source, BUILTIN_NAMESPACES)
+    namespace = key.split("|namespace=", 1)[1].split("|", 1)[0]
+    assert namespace in BUILTIN_NAMESPACES | {"other"}
+
+
+def test_the_kinds_files_namespaces_are_known() -> None:
+    registry = KindRegistry()
+    registry.register(KindPolicy("billing.overdue", Mode.WAKE, 50))
+    assert namespaces_of(registry) == BUILTIN_NAMESPACES | {"billing"}
+    assert {"memory", "task", "timer", "system", "external"} <= BUILTIN_NAMESPACES

@@ -26,6 +26,12 @@ class LeaseLost(Exception):
         self.current = current
 
 
+def _try_liveness_lock(lock_name: str) -> str:
+    """The liveness test, written once (the take and the sweeper's probe use it): trying the
+    delegate's session-level advisory lock succeeds only when no living session holds it."""
+    return f"pg_try_advisory_lock(hashtextextended({lock_name}, 0))"
+
+
 # One statement: create the row on first use, else take it over if free, expired, or held by a
 # holder whose liveness lock is free (its process, or its connection, died). With ``:live`` the
 # taker tries the delegate's session-level advisory lock on its own connection first (a
@@ -37,7 +43,7 @@ class LeaseLost(Exception):
 _ACQUIRE = text(
     f"""
     WITH live AS MATERIALIZED (
-        SELECT CASE WHEN :live THEN pg_try_advisory_lock(hashtextextended(:lock_name, 0))
+        SELECT CASE WHEN :live THEN {_try_liveness_lock(":lock_name")}
                     ELSE false END AS got,
                {SKIP_FLUSH} AS skip_flush
     )
@@ -57,6 +63,15 @@ _ACQUIRE = text(
     """  # noqa: S608 - a constant fragment
 )
 _UNLOCK_ALL = text("SELECT pg_advisory_unlock_all()")
+# The sweeper's probe: the same test, the lock let go within the statement that got it (held
+# for microseconds: a take that tries it meanwhile only loses the fast takeover of its own
+# crash, never exclusivity, which the epoch fence keeps).
+_HOLDER_GONE = text(
+    f"""
+    SELECT CASE WHEN {_try_liveness_lock(":lock_name")}
+                THEN pg_advisory_unlock(hashtextextended(:lock_name, 0)) ELSE false END
+    """
+)
 _WAIT_FOR_LIVENESS = text("SELECT pg_advisory_lock(hashtextextended(:lock_name, 0))")
 _LOCK_TIMEOUT = text("SELECT set_config('lock_timeout', :timeout, true)")
 LOCK_NOT_AVAILABLE = "55P03"
@@ -102,6 +117,15 @@ def fence(connection: Connection, delegate_id: str, epoch: int) -> None:
 def liveness_lock_name(delegate_id: str) -> str:
     """What the delegate's advisory lock key is hashed from (hashtextextended, 64 bits)."""
     return f"inner_plane.lease:{delegate_id}"
+
+
+def holder_gone(connection: Connection, delegate_id: str) -> bool:
+    """Whether the session that took the delegate's lease with its liveness lock has ended
+    (its process died, or PostgreSQL restarted): the lock is free. Only meaningful for a lease
+    marked ``liveness_lock``; a paused but living holder still holds it."""
+    return bool(
+        connection.execute(_HOLDER_GONE, {"lock_name": liveness_lock_name(delegate_id)}).scalar()
+    )
 
 
 class Leases:

@@ -1,26 +1,41 @@
 """Claims seen from outside an activation: the sweeper's reads and the operator's actions.
 
-The sweeper finds delegates whose claims lost their holder or whose due work has no live lease,
-and expires what is past its time; the operator brings a settled signal back or dismisses a
-waiting one. The reads run in autocommit, each write in a transaction of its own. "Due" comes from
-:mod:`inner_plane.journal.predicates`.
+The sweeper finds delegates whose claims lost their holder or whose due work has no live lease
+(a lease whose holder's session is gone, by the liveness lock test of
+:mod:`inner_plane.journal.lane.leases`, is not live), and expires what is past its time; the
+operator brings a settled signal back or dismisses a waiting one. The reads run in autocommit,
+each write in a transaction of its own. "Due" comes from :mod:`inner_plane.journal.predicates`.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, Row, text
 
 from inner_plane.journal.database import reading
+from inner_plane.journal.lane.leases import holder_gone
 from inner_plane.journal.predicates import WAKING, due
 from inner_plane.journal.signals.store import _to_signal, add_events
 from inner_plane.signals.model import Signal
 
-_NO_LIVE_LEASE = """
-    NOT EXISTS (SELECT 1 FROM leases l WHERE l.delegate_id = d.delegate_id
-                   AND l.holder IS NOT NULL AND l.expires_at > now())
+# The delegates ``d`` with no live lease, and those whose live lease was taken with the liveness
+# lock (``probe``: its holder may be gone; :func:`holder_gone` tells).
+_LEASE_OF_D = """
+    LEFT JOIN leases l ON l.delegate_id = d.delegate_id
+                      AND l.holder IS NOT NULL AND l.expires_at > now()
+    WHERE l.delegate_id IS NULL OR l.liveness_lock
 """
+_PROBE = "l.delegate_id IS NOT NULL AS probe"
+
+
+def _without_living_holders(connection: Connection, rows: Sequence[Row[Any]]) -> list[str]:
+    """The delegates of ``rows`` but those whose lease holder still lives."""
+    return [
+        row.delegate_id for row in rows if not row.probe or holder_gone(connection, row.delegate_id)
+    ]
 
 
 class Recovery:
@@ -30,40 +45,42 @@ class Recovery:
     # --- the sweeper ---
 
     def delegates_to_recover(self) -> list[str]:
-        """Delegates with claimed signals or running activations but no live lease."""
+        """Delegates with claimed signals or running activations whose lease is not live, or
+        whose holder's session is gone (the liveness rule: recovered now, not after the TTL)."""
         with reading(self.engine) as connection:
             rows = connection.execute(
                 text(
                     f"""
-                    SELECT DISTINCT d.delegate_id FROM (
+                    SELECT d.delegate_id, {_PROBE} FROM (
                         SELECT delegate_id FROM signals WHERE state = 'claimed'
                         UNION SELECT delegate_id FROM activations WHERE state = 'running'
                         UNION SELECT delegate_id FROM user_turns WHERE state = 'running'
                     ) d
-                    WHERE {_NO_LIVE_LEASE}
+                    {_LEASE_OF_D}
                     """  # noqa: S608
                 )
             ).all()
-        return [row.delegate_id for row in rows]
+            return _without_living_holders(connection, rows)
 
     def delegates_to_wake(self, limit: int = 1000) -> list[str]:
-        """Delegates with due wake/interrupt signals or queued user turns and no live lease."""
+        """Delegates with due wake/interrupt signals or queued user turns whose lease is not
+        live, or whose holder's session is gone."""
         with reading(self.engine) as connection:
             rows = connection.execute(
                 text(
                     f"""
-                    SELECT d.delegate_id FROM (
+                    SELECT d.delegate_id, {_PROBE} FROM (
                         SELECT DISTINCT delegate_id FROM signals
                          WHERE {due(WAKING, of=None)}
                         UNION SELECT DISTINCT delegate_id FROM user_turns WHERE state = 'queued'
                     ) d
-                    WHERE {_NO_LIVE_LEASE}
+                    {_LEASE_OF_D}
                     LIMIT :limit
                     """  # noqa: S608
                 ),
                 {"limit": limit},
             ).all()
-        return [row.delegate_id for row in rows]
+            return _without_living_holders(connection, rows)
 
     def expire_all(self) -> list[Signal]:
         """Pending signals past their expires_at become expired (ambient ones, mostly)."""

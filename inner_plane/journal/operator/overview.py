@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from inner_plane.journal.plain import Rows
-from inner_plane.journal.predicates import CLAIMABLE, ambient_retained, due, pending
+from inner_plane.journal.predicates import CLAIMABLE, WAKING, ambient_retained, due, pending
 
 # Served by ix_signals_state_seq (state, seq): an index range per state; pending (the one
 # definition, predicates.pending) by its partial index ix_signals_due.
@@ -35,23 +35,29 @@ _COUNTS = f"""
         AS leases_expired
     """  # noqa: S608 - constant fragments
 
-# Delegates with due work, largest backlog first, with their lease and queued user turns.
+# Delegates with due work, those with due waking signals (the work that should have started an
+# activation) first, then by backlog; with their lease and queued user turns. ``next-turn``
+# signals are due too but wait for the next activation by design: they alone never make a lane
+# look stuck.
 _LANES = f"""
     WITH backlog AS (
-      SELECT delegate_id, count(*) AS due, min(created_at) AS oldest
+      SELECT delegate_id, count(*) AS due, min(created_at) AS oldest,
+             count(*) FILTER (WHERE {WAKING.format(p="")}) AS waking,
+             min(created_at) FILTER (WHERE {WAKING.format(p="")}) AS oldest_waking
         FROM signals
        WHERE {due(CLAIMABLE, of=None)}
        GROUP BY delegate_id
-       ORDER BY count(*) DESC, delegate_id
+       ORDER BY count(*) FILTER (WHERE {WAKING.format(p="")}) DESC, count(*) DESC, delegate_id
        LIMIT %(top)s
     )
     SELECT b.delegate_id, b.due, EXTRACT(EPOCH FROM now() - b.oldest) AS oldest_due_s,
+           b.waking, EXTRACT(EPOCH FROM now() - b.oldest_waking) AS oldest_waking_s,
            l.holder IS NOT NULL AND l.expires_at > now() AS leased,
            l.epoch,
            (SELECT count(*) FROM user_turns t
              WHERE t.delegate_id = b.delegate_id AND t.state = 'queued') AS queued_turns
       FROM backlog b LEFT JOIN leases l USING (delegate_id)
-     ORDER BY b.due DESC, b.delegate_id
+     ORDER BY b.waking DESC, b.due DESC, b.delegate_id
     """  # noqa: S608 - constant fragments
 
 _DELEGATES_WITH_BACKLOG = f"""
@@ -85,6 +91,17 @@ class Lane:
     leased: bool
     epoch: int | None
     queued_turns: int
+    waking: int = 0  # due signals of a waking mode (wake, interrupt): they start an activation
+    oldest_waking_s: float | None = None
+
+    @property
+    def idle_with_waking_work(self) -> bool:
+        """Due work that should have started an activation, and none holds the lease."""
+        return self.waking > 0 and not self.leased
+
+    def stuck(self, after_s: float) -> bool:
+        """Idle with waking work whose oldest signal has waited more than ``after_s``."""
+        return self.idle_with_waking_work and (self.oldest_waking_s or 0.0) > after_s
 
     def public(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,12 +129,15 @@ def counts(rows: Rows) -> Counts:
 
 
 def lanes(rows: Rows, top: int) -> list[Lane]:
-    """The ``top`` delegates by due backlog (delegates without due work are idle lanes)."""
+    """The ``top`` delegates with due work, those with due waking signals first, then by
+    backlog (delegates without due work are idle lanes)."""
     return [
         Lane(
             delegate_id=str(row["delegate_id"]),
             due=int(row["due"]),
             oldest_due_s=float(row["oldest_due_s"]),
+            waking=int(row["waking"]),
+            oldest_waking_s=_seconds(row["oldest_waking_s"]),
             leased=bool(row["leased"]),
             epoch=None if row["epoch"] is None else int(row["epoch"]),
             queued_turns=int(row["queued_turns"]),

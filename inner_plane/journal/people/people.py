@@ -1,0 +1,158 @@
+"""The ``people`` table: the person a delegate serves, one row per delegate. Values arrive
+validated (:mod:`inner_plane.people.model`); the table's checks keep the rest consistent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time
+from typing import Any
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    DateTime,
+    Engine,
+    Table,
+    Text,
+    Time,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, insert
+
+from inner_plane.journal.database import reading
+from inner_plane.journal.tables import METADATA
+
+CHANNELS = ("email", "webhook", "app")
+
+PEOPLE = Table(
+    "people",
+    METADATA,
+    Column("delegate_id", Text, primary_key=True),
+    Column("display_name", Text, nullable=False),
+    Column("time_zone", Text, nullable=False, server_default=text("'UTC'")),
+    Column("emails", ARRAY(Text), nullable=False, server_default=text("'{}'")),
+    Column("phones", ARRAY(Text), nullable=False, server_default=text("'{}'")),
+    Column("webhook_url", Text),
+    Column("preferred_channel", Text, nullable=False, server_default=text("'email'")),
+    # Quiet hours, wall-clock times in ``time_zone``; start > end spans midnight.
+    Column("quiet_start", Time),
+    Column("quiet_end", Time),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("preferred_channel IN ('email', 'webhook', 'app')", name="preferred_channel"),
+    CheckConstraint("(quiet_start IS NULL) = (quiet_end IS NULL)", name="quiet_hours"),
+)
+_T = PEOPLE
+
+
+@dataclass(frozen=True)
+class Person:
+    delegate_id: str
+    display_name: str
+    time_zone: str
+    emails: tuple[str, ...]
+    phones: tuple[str, ...]
+    webhook_url: str | None
+    preferred_channel: str
+    quiet_start: time | None
+    quiet_end: time | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Any) -> Person:
+        mapping = row._mapping
+        values = {column.name: mapping[column.name] for column in _T.c}
+        values["emails"] = tuple(values["emails"] or ())
+        values["phones"] = tuple(values["phones"] or ())
+        return cls(**values)
+
+    def public(self) -> dict[str, Any]:
+        """JSON-ready, for the CLI's --json and the operator API."""
+        return {
+            "delegate_id": self.delegate_id,
+            "display_name": self.display_name,
+            "time_zone": self.time_zone,
+            "emails": list(self.emails),
+            "phones": list(self.phones),
+            "webhook_url": self.webhook_url,
+            "preferred_channel": self.preferred_channel,
+            "quiet_hours": None
+            if self.quiet_start is None or self.quiet_end is None
+            else {
+                "start": self.quiet_start.strftime("%H:%M"),
+                "end": self.quiet_end.strftime("%H:%M"),
+            },
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+class PersonExists(Exception):
+    """The delegate already has a person."""
+
+
+# The columns a caller may write (everything but the key and the timestamps).
+FIELDS = (
+    "display_name", "time_zone", "emails", "phones", "webhook_url", "preferred_channel",
+    "quiet_start", "quiet_end",
+)  # fmt: skip
+
+
+class PeopleJournal:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def add(self, delegate_id: str, values: dict[str, Any]) -> Person:
+        statement = (
+            insert(_T)
+            .values(delegate_id=delegate_id, **_only_fields(values))
+            .on_conflict_do_nothing(index_elements=["delegate_id"])
+            .returning(*_T.c)
+        )
+        with self.engine.begin() as connection:
+            row = connection.execute(statement).first()
+        if row is None:
+            raise PersonExists(delegate_id)
+        return Person.from_row(row)
+
+    def update(self, delegate_id: str, values: dict[str, Any]) -> Person | None:
+        """Change the given fields; None if the delegate has no person."""
+        statement = (
+            _T.update()
+            .where(_T.c.delegate_id == delegate_id)
+            .values(**_only_fields(values), updated_at=func.now())
+            .returning(*_T.c)
+        )
+        with self.engine.begin() as connection:
+            row = connection.execute(statement).first()
+        return None if row is None else Person.from_row(row)
+
+    def get(self, delegate_id: str) -> Person | None:
+        with reading(self.engine) as connection:
+            row = connection.execute(select(_T).where(_T.c.delegate_id == delegate_id)).first()
+        return None if row is None else Person.from_row(row)
+
+    def list(self, after: str = "", limit: int = 1000) -> list[Person]:
+        """People by delegate id (a keyset page of the primary key)."""
+        with reading(self.engine) as connection:
+            rows = connection.execute(
+                select(_T).where(_T.c.delegate_id > after).order_by(_T.c.delegate_id).limit(limit)
+            )
+            return [Person.from_row(row) for row in rows]
+
+    def remove(self, delegate_id: str) -> bool:
+        """Remove the person (their tokens go with them: ON DELETE CASCADE)."""
+        with self.engine.begin() as connection:
+            return bool(
+                connection.execute(_T.delete().where(_T.c.delegate_id == delegate_id)).rowcount
+            )
+
+
+def _only_fields(values: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"not a person field: {sorted(unknown)}")
+    return {name: list(v) if name in ("emails", "phones") else v for name, v in values.items()}
