@@ -73,7 +73,7 @@ def test_status_dashboard_api_chart_and_metrics_agree_on_pending(
     assert overview["oldest_pending_age_s"] is not None
 
     row = client.get("/ui/overview").text
-    assert re.search(r'data-col="pending"[^>]*>\s*3\b', row), row
+    assert re.search(r'data-col="pending"[^>]*>(?:<a [^>]*>)?\s*3\b', row), row
     assert re.search(r'data-col="ambient"[^>]*>\s*1\b', row), row
 
     depth = client.get("/v1/delegates/default/charts").json()["pending_depth"]
