@@ -90,7 +90,7 @@
           since = new Date(Date.parse(asked) - 60000).toISOString();
           list.dataset.lastSeq = String(last);
           const empty = document.getElementById("empty");
-          if (empty && last > 0) empty.remove();
+          if (empty && list.children.length > 0) empty.remove();
         } while (again);
       } finally {
         running = false;
