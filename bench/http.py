@@ -8,10 +8,12 @@
   (c) auth: what failed authentications cost. ``auth_unknown_vs_known_p50`` is the median
       latency of a bearer token naming no processor over that of a registered name with a wrong
       token (target 0.8 to 1.25: timing must not tell names apart); each request comes from its
-      own address (X-Forwarded-For, which uvicorn honours from loopback) with its own token, so
-      neither the throttle nor the negative cache answers it. ``auth_storm_p99_ratio`` is the p99
-      latency of one valid client publishing sequentially while 16 threads send bad tokens from
-      another address, over its p99 without them (target <= 2).
+      own loopback address (a socket bound to 127.x.y.z: the throttle is keyed on the peer, never
+      on X-Forwarded-For) with its own token, so neither the throttle nor the negative cache
+      answers it. ``auth_storm_p99_ratio`` is the p99 latency of one valid client publishing
+      sequentially while 16 threads send bad tokens from another address, each with a new
+      forged X-Forwarded-For, over its p99 without them (target <= 2), with the load average
+      beside it (``auth_storm_loadavg_1m``).
 
 The load comes from this machine over loopback: an asyncio client holding a few keep-alive
 connections, a bounded number of requests per measurement (and a time cap). Each round runs every
@@ -28,7 +30,10 @@ and this client all compete for them, so absolute figures move between runs; the
 
 The last line is one JSON object with every figure, including ``http_single_vs_bare`` and
 ``http_batch_vs_bare`` (target >= 0.7), ``auth_unknown_vs_known_p50`` and
-``auth_storm_p99_ratio``. ``--auth-only`` runs (c) alone.
+``auth_storm_p99_ratio``, and (d): the p99 of /healthz and of an operator read while one
+processor opens MCP streams at its full rate (``exhaustion_healthz_p99_ms``,
+``exhaustion_read_p99_ms``, target <= 100; quiet figures beside them; 10 s with --quick, two
+minutes without). ``--auth-only`` runs (c) and (d) alone.
 """
 
 from __future__ import annotations
@@ -204,7 +209,8 @@ STORM_SAMPLES = 200 if QUICK else 400
 
 
 def _address(n: int) -> str:
-    return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+    """A loopback address of its own for ``n`` (all of 127.0.0.0/8 reaches this machine)."""
+    return f"127.{(n >> 16) & 255}.{(n >> 8) & 255}.{max(1, n & 255)}"
 
 
 def auth_figures(port: int, token: str) -> dict[str, Any]:
@@ -222,13 +228,13 @@ def auth_figures(port: int, token: str) -> dict[str, Any]:
         for n in range(2 * AUTH_SAMPLES + 4):
             # Alternate, so machine noise hits both alike; fresh token and address every time.
             name = "nobody-here" if n % 2 else "bench"
-            headers = {
-                "Authorization": f"Bearer ipt.{name}.{secrets.token_urlsafe(32)}",
-                "X-Forwarded-For": _address(1_000 + n),
-            }
-            started = time.perf_counter()
-            status = client.post(url, json=one, headers=headers).status_code
-            elapsed = time.perf_counter() - started
+            headers = {"Authorization": f"Bearer ipt.{name}.{secrets.token_urlsafe(32)}"}
+            transport = httpx.HTTPTransport(local_address=_address(1_000 + n))
+            with httpx.Client(timeout=30, transport=transport) as own:
+                own.get(f"http://127.0.0.1:{port}/healthz")  # connected before the clock
+                started = time.perf_counter()
+                status = own.post(url, json=one, headers=headers).status_code
+                elapsed = time.perf_counter() - started
             if status != 401:
                 raise SystemExit(f"auth: a bad token answered {status}, not 401")
             if n >= 4:  # the first few warm both workers' paths
@@ -252,11 +258,13 @@ def auth_figures(port: int, token: str) -> dict[str, Any]:
         refused: list[int] = []
 
         def attacker() -> None:
-            with httpx.Client(timeout=30) as own:
+            transport = httpx.HTTPTransport(local_address="127.66.0.1")
+            with httpx.Client(timeout=30, transport=transport) as own:
                 while not stop.is_set():
                     bad = {
                         "Authorization": f"Bearer ipt.bench.{secrets.token_urlsafe(32)}",
-                        "X-Forwarded-For": "10.66.0.1",
+                        # A new forged client every request: it must not escape the throttle.
+                        "X-Forwarded-For": _address(secrets.randbelow(1 << 24)),
                     }
                     refused.append(own.post(url, json=one, headers=bad).status_code)
 
@@ -266,6 +274,7 @@ def auth_figures(port: int, token: str) -> dict[str, Any]:
         time.sleep(1.0)
         try:
             storm = valid_latencies()
+            load_during_storm = os.getloadavg()[0]
         finally:
             stop.set()
             for thread in threads:
@@ -279,8 +288,98 @@ def auth_figures(port: int, token: str) -> dict[str, Any]:
         "auth_valid_p99_quiet_ms": round(p99(quiet) * 1000, 2),
         "auth_valid_p99_storm_ms": round(p99(storm) * 1000, 2),
         "auth_storm_p99_ratio": ratio(p99(storm), p99(quiet)),
+        "auth_storm_loadavg_1m": round(load_during_storm, 2),
         "auth_storm_requests": len(refused),
         "auth_storm_throttled": sum(1 for status in refused if status == 429),
+    }
+
+
+EXHAUSTION_S = 10.0 if QUICK else 120.0
+EXHAUSTION_OPENERS = 4
+
+
+def _status(sock: Any) -> int:
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return 0
+        head += chunk
+    return int(head.split(b" ", 2)[1])
+
+
+def exhaustion_figures(port: int, processor_token: str, operator_token: str) -> dict[str, Any]:
+    """(d): one processor opening MCP streams at its full rate (threads that open a stream,
+    keep it if it is accepted and open the next at once) while one client reads /healthz and
+    an operator read in turn: their p99 during the attempt and without it."""
+    import socket
+    import threading
+
+    import httpx
+
+    head = (
+        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {processor_token}\r\n"
+        "Accept: text/event-stream\r\n\r\n"
+    ).encode()
+    operator = {"Authorization": f"Bearer {operator_token}"}
+
+    def probe(seconds: float) -> tuple[list[float], list[float]]:
+        health: list[float] = []
+        read: list[float] = []
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            client.get("/v1/delegates", headers=operator)  # the token's one scrypt check
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for path, headers, into in (
+                    ("/healthz", {}, health), ("/v1/delegates", operator, read),
+                ):  # fmt: skip
+                    started = time.perf_counter()
+                    status = client.get(path, headers=headers).status_code
+                    into.append(time.perf_counter() - started)
+                    if status != 200:
+                        raise SystemExit(f"exhaustion: {path} answered {status}")
+        return health, read
+
+    quiet_health, quiet_read = probe(EXHAUSTION_S / 4)
+    stop = threading.Event()
+    accepted: list[int] = []
+    refused: list[int] = []
+
+    def opener() -> None:
+        held = []
+        try:
+            while not stop.is_set():
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                sock.sendall(head)
+                status = _status(sock)
+                if status == 200:
+                    held.append(sock)
+                    accepted.append(status)
+                else:
+                    refused.append(status)
+                    sock.close()
+        finally:
+            for sock in held:
+                sock.close()
+
+    threads = [threading.Thread(target=opener) for _ in range(EXHAUSTION_OPENERS)]
+    for thread in threads:
+        thread.start()
+    try:
+        health, read = probe(EXHAUSTION_S)
+        load_during = os.getloadavg()[0]
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    return {
+        "exhaustion_healthz_p99_quiet_ms": round(p99(quiet_health) * 1000, 2),
+        "exhaustion_healthz_p99_ms": round(p99(health) * 1000, 2),
+        "exhaustion_read_p99_quiet_ms": round(p99(quiet_read) * 1000, 2),
+        "exhaustion_read_p99_ms": round(p99(read) * 1000, 2),
+        "exhaustion_streams_accepted": len(accepted),
+        "exhaustion_streams_refused": len(refused),
+        "exhaustion_loadavg_1m": round(load_during, 2),
     }
 
 
@@ -307,6 +406,7 @@ def main() -> None:
 def benchmark(stores: Stores) -> None:
     from sqlalchemy import text
 
+    from inner_plane import operators
     from inner_plane.config import build_settings
     from inner_plane.runtime import build_runtime
     from inner_plane.services.embedded import free_port
@@ -319,6 +419,7 @@ def benchmark(stores: Stores) -> None:
     runtime = build_runtime(settings, registry=KindRegistry())
     runtime.redis.flushdb()
     processor, token = processors.add(runtime, "bench", rate_limit=10_000_000)
+    _, operator_token = operators.add(runtime, "bench")
     env = stores.env(INNER_PLANE_LOG_LEVEL="WARNING")
     logs_dir = Path(stores.data_dir) / "bench-http-logs"
     logs_dir.mkdir(parents=True, exist_ok=True)
@@ -349,6 +450,7 @@ def benchmark(stores: Stores) -> None:
             _wait_healthy(port, "/healthz" if name == "http" else "/docs", child, log)
         if AUTH_ONLY:
             auth_only = auth_figures(servers["http"][0], token)
+            auth_only.update(exhaustion_figures(servers["http"][0], token, operator_token))
             print(json.dumps(auth_only, indent=1))
             harness.emit(auth_only)
             return
@@ -394,6 +496,7 @@ def benchmark(stores: Stores) -> None:
             print(f"round {round_no + 1}: {stored} signals in the journal", flush=True)
         breakdown = in_process_breakdown(runtime, processor)
         breakdown.update(auth_figures(servers["http"][0], token))
+        breakdown.update(exhaustion_figures(servers["http"][0], token, operator_token))
     finally:
         for _, child in servers.values():
             child.terminate()
@@ -436,7 +539,17 @@ def benchmark(stores: Stores) -> None:
     print(
         "auth: unknown/known p50 {auth_unknown_vs_known_p50} (target 0.8 to 1.25); valid p99 "
         "{auth_valid_p99_quiet_ms} ms quiet, {auth_valid_p99_storm_ms} ms in a bad-token storm, "
-        "ratio {auth_storm_p99_ratio} (target <= 2)".format(**breakdown)
+        "ratio {auth_storm_p99_ratio} (target <= 2) at load average {auth_storm_loadavg_1m}".format(
+            **breakdown
+        )
+    )
+    print(
+        "stream exhaustion ({exhaustion_streams_accepted} accepted, "
+        "{exhaustion_streams_refused} refused): /healthz p99 {exhaustion_healthz_p99_ms} ms "
+        "(quiet {exhaustion_healthz_p99_quiet_ms}), operator read p99 {exhaustion_read_p99_ms} ms "
+        "(quiet {exhaustion_read_p99_quiet_ms}), load average {exhaustion_loadavg_1m}".format(
+            **breakdown
+        )
     )
     print(
         "in process, one batch of 100: admit {inproc_batch_admit_ms} ms, publish path "

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from inner_plane.http import app as http_app
+from inner_plane.http.server import bound_server_logs
 from inner_plane.mcp_adapter.http import build_route
 from inner_plane.runtime import get_runtime
 from inner_plane.sources.intake import MAX_BODY_BYTES
@@ -20,6 +21,7 @@ from inner_plane.sources.intake import MAX_BODY_BYTES
 
 def create_app() -> FastAPI:
     """The app each `inner-plane serve` worker process builds (a uvicorn factory)."""
+    bound_server_logs()
     app = http_app.create_app(
         get_runtime, MAX_BODY_BYTES, mounts=[build_route(get_runtime, MAX_BODY_BYTES)]
     )

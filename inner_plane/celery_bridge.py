@@ -33,6 +33,7 @@ USER_TURN_TASK = "inner_plane.user_turn"
 SWEEP_TASK = "inner_plane.sweep"
 TIMERS_TICK_TASK = "inner_plane.timers_tick"
 RETENTION_TASK = "inner_plane.retention"
+NOTIFY_OUTBOX_TASK = "inner_plane.notify_outbox"
 REPORT_TASK_TASK = "inner_plane.report_task"
 
 
@@ -173,6 +174,16 @@ def send_report_task(
     failed); the signals worker journals it (inner_plane.sources.copilot.report_task)."""
     args = (status, task_id, title, delegate_id, detail)
     return send(settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args=args)
+
+
+def broker_answers(settings: Settings, timeout: float = 2.0) -> bool:
+    """True if a connection to the broker opens within ``timeout`` seconds (one attempt)."""
+    try:
+        with Connection(settings.effective_broker_url, connect_timeout=timeout) as connection:
+            connection.ensure_connection(max_retries=1, timeout=max(1, round(timeout)))
+    except Exception:
+        return False
+    return True
 
 
 def ping_worker(settings: Settings, node: str, timeout: float = 2.0) -> bool:

@@ -16,12 +16,14 @@ from inner_plane.config import Settings
 from inner_plane.services.embedded import export_environment, free_port
 from inner_plane.services.plane import PlaneState, clear_state, running_plane, write_state
 from inner_plane.services.processes import (
+    FLOWER_CREDENTIALS,
     ROLES,
     WORKER_ROLES,
     ProcessSpec,
     api_url,
     celery_command,
     default_processes,
+    flower_credentials,
     flower_url,
 )
 
@@ -157,6 +159,10 @@ def up(
             flower_url=flower_url(resolved),
         ),
     )
+    flower_sign_in = ""
+    if not (os.environ.get("FLOWER_BASIC_AUTH") or os.environ.get("FLOWER_AUTH")):
+        flower_credentials(data_dir)
+        flower_sign_in = f" (user:password in {data_dir / FLOWER_CREDENTIALS})"
     supervisor = Supervisor(
         default_processes(resolved),
         env,
@@ -166,19 +172,22 @@ def up(
         verbose=verbose,
         on_ready=lambda: [
             f"operator UI and API: {api_url(resolved)}",
-            f"Flower: {flower_url(resolved)}",
+            f"Flower: {flower_url(resolved)}{flower_sign_in}",
         ],
         on_stop=lambda: clear_state(data_dir, os.getpid()),
     )
     raise typer.Exit(supervisor.run())
 
 
-def _exec(command: list[str]) -> None:
+def _exec(command: list[str], flower: bool = False) -> None:
     # Configured stores, or the running plane's: a process that execs into Celery must never
     # start embedded servers (their handles would leak past the exec).
     resolved = plane_settings()
     resolved.data_dir.mkdir(parents=True, exist_ok=True)
     env = export_environment(resolved)
+    if flower and not (env.get("FLOWER_BASIC_AUTH") or env.get("FLOWER_AUTH")):
+        # Through the environment, not the command line (which every local user can read).
+        env["FLOWER_BASIC_AUTH"] = flower_credentials(resolved.data_dir.resolve())
     sys.stdout.flush()
     os.execvpe(command[0], command, env)
 
@@ -199,8 +208,10 @@ def beat() -> None:
 
 
 def flower() -> None:
-    """Run Flower (monitoring) on INNER_PLANE_FLOWER_ADDRESS:INNER_PLANE_FLOWER_PORT."""
-    _exec(celery_command("flower", settings()))
+    """Run Flower (monitoring) on INNER_PLANE_FLOWER_ADDRESS:INNER_PLANE_FLOWER_PORT, behind
+    basic authentication (the user:password in <data dir>/flower-credentials, made on first
+    start; FLOWER_BASIC_AUTH overrides it)."""
+    _exec(celery_command("flower", settings()), flower=True)
 
 
 __all__ = ["ROLES", "beat", "flower", "up", "worker"]

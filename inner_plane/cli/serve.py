@@ -30,6 +30,8 @@ def serve(
     /healthz, /mcp). Beyond loopback it refuses to start until an operator exists."""
     import uvicorn
 
+    from inner_plane.http.server import BoundedH11Protocol
+
     configured = settings()
     # Connect (starting embedded stores if no URLs are set) and check the schema here, once,
     # then hand the resolved URLs to every server process through the environment.
@@ -69,6 +71,8 @@ def serve(
         # An idle kept-alive connection is closed soon; a request's head is bounded in size.
         timeout_keep_alive=5,
         h11_max_incomplete_event_size=16 * 1024,
+        # uvicorn's h11 protocol with a deadline on request heads (slow headers).
+        http=BoundedH11Protocol,
     )
 
 

@@ -28,9 +28,20 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import guards, metrics, operator_api, ui
+from inner_plane.http import (
+    chat_page,
+    conversation_api,
+    guards,
+    metrics,
+    operator_api,
+    ui,
+    validation,
+)
+from inner_plane.http.conversation_auth import AuthenticatePerson, ConversationGate
+from inner_plane.http.conversation_stream import ConversationStreams
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import OperatorGate
+from inner_plane.http.operator_calls import UuidPath
 from inner_plane.http.schemas import (
     ExternalSignal,
     Health,
@@ -38,15 +49,17 @@ from inner_plane.http.schemas import (
     PublishedSignal,
     SignalBatch,
 )
+from inner_plane.journal.processors import Processor
 from inner_plane.operators import is_loopback
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Signal, SignalError
-from inner_plane.sources import auth, errors, grants
+from inner_plane.sources import auth, errors, grants, person_auth
 from inner_plane.sources.errors import ApiError, AsciiJSONResponse
 from inner_plane.sources.intake import (
     JOURNAL_DOWN,
     MAX_BODY_BYTES,
     authorized,
+    bearer,
     client_of,
     path_of,
     read_body,
@@ -94,11 +107,15 @@ def publish_request(
     headers: Mapping[str, str],
     body: bytes,
     client: str | None = None,
+    admitted: tuple[Runtime, Processor] | None = None,
 ) -> Response:
     """The whole publication in one worker thread: auth, limit, parse, admit, journal, and the
-    answer encoded (off the event loop, which every connection of the process shares)."""
+    answer encoded (off the event loop, which every connection of the process shares).
+    ``admitted``: the processor, already authenticated (a bearer token, before the body)."""
     try:
-        runtime, processor = authorized(runtime_factory, method, path, headers, body, client)
+        runtime, processor = admitted or authorized(
+            runtime_factory, method, path, headers, body, client
+        )
         raws, batch = parse_request(body)
         published = grants.publish_for(
             runtime, processor, raws, headers.get(auth.IDEMPOTENCY_HEADER), batch, plain_text(body)
@@ -166,9 +183,11 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     mounts: Sequence[Mount] = (),
     bind_host: str | None = None,
+    authenticate_person: AuthenticatePerson = person_auth.authenticate_person,
 ) -> FastAPI:
     """The API. ``bind_host`` is where the server listens (default: INNER_PLANE_API_HOST):
-    off loopback, even reads need an operator credential."""
+    off loopback, even reads need an operator credential. ``authenticate_person`` proves a
+    person token (the conversation API and the chat page; tests may give another)."""
     settings = load_settings()
     gate = OperatorGate(runtime_factory, bind_host or settings.api_host)
     feeds: list[LiveFeed] = []
@@ -191,6 +210,9 @@ def create_app(
             feeds.append(LiveFeed(runtime.database_url, runtime.engine))
         return feeds[0]
 
+    streams = ConversationStreams(runtime_factory, feed)
+    conversation_gate = ConversationGate(runtime_factory, authenticate_person)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         try:
@@ -199,6 +221,7 @@ def create_app(
                     await stack.enter_async_context(mounted_lifespan())
                 yield
         finally:
+            await streams.close()
             for started in feeds:
                 await run_in_threadpool(started.stop)
 
@@ -209,7 +232,8 @@ def create_app(
             "External processors publish inner signals to a delegate. Authenticate with "
             "`Authorization: Bearer <token>` or HMAC-SHA256 request signing "
             "(X-Inner-Plane-Processor, X-Inner-Plane-Timestamp, X-Inner-Plane-Signature). "
-            "See docs/sources.md."
+            "See docs/sources.md. A person talks to their delegate under "
+            "/v1/delegates/{id}/conversation (docs/conversation.md)."
         ),
         lifespan=lifespan,
         # The interactive docs load their assets from a CDN: off unless asked for.
@@ -219,9 +243,19 @@ def create_app(
     # A redirect to the slashed (or unslashed) path would be built from the request's Host.
     app.router.redirect_slashes = False
     app.add_exception_handler(ApiError, errors.handle_api_error)
-    app.add_exception_handler(RequestValidationError, guards.handle_validation_error)
     # The live feeds this app started: the served app ends their streams at shutdown (asgi.py).
     app.state.live_feeds = feeds
+    # Refused parameters: the declared error body (guards), after the credential check on the
+    # operator API (http/validation).
+    app.add_exception_handler(
+        RequestValidationError, validation.handler(gate, guards.handle_validation_error)
+    )
+
+    @app.get("/livez", include_in_schema=False)
+    def livez() -> Response:
+        """Liveness of this process alone (it serves requests); never asks a store, so a store
+        outage does not get every API pod restarted (readiness is /healthz)."""
+        return JSONResponse({"status": "ok"})
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:
@@ -248,6 +282,19 @@ def create_app(
         openapi_extra={"requestBody": PUBLISH_BODY, "parameters": [IDEMPOTENCY_PARAMETER]},
     )
     async def post_signals(request: Request) -> Response:
+        admitted = None
+        if bearer(request):
+            # A token does not cover the body: the caller is proven before it is read.
+            admitted = await anyio.to_thread.run_sync(
+                authorized,
+                runtime_factory,
+                "POST",
+                path_of(request),
+                request.headers,
+                b"",
+                client_of(request),
+                limiter=publish_threads(),
+            )
         body = await read_body(request, max_body_bytes)
         publish = functools.partial(
             publish_request,
@@ -257,6 +304,7 @@ def create_app(
             request.headers,
             body,
             client_of(request),
+            admitted,
         )
         return await anyio.to_thread.run_sync(publish, limiter=publish_threads())
 
@@ -266,7 +314,7 @@ def create_app(
         response_model=Signal,
         responses=errors.STATUS_ERRORS,
     )
-    async def get_signal(signal_id: str, request: Request) -> Response:
+    async def get_signal(signal_id: UuidPath, request: Request) -> Response:
         payload = await run_in_threadpool(
             status_request,
             runtime_factory,
@@ -279,7 +327,9 @@ def create_app(
 
     # After the processors' routes: a request is matched against the routes in order, and a
     # publication should not first be tried against every operator and UI route.
+    app.include_router(conversation_api.build_router(runtime_factory, conversation_gate, streams))
     app.include_router(operator_api.build_router(runtime_factory, gate, feed))
+    app.include_router(chat_page.build_router(runtime_factory, authenticate_person))
     app.include_router(ui.build_router(runtime_factory, gate))
     app.include_router(metrics.build_router(runtime_factory))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
@@ -326,11 +376,19 @@ def create_app(
                     "description": "An operator token (`inner-plane operators add`), or the "
                     "UI's session cookie; never a processor's credential",
                 },
+                "person": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A person token of the delegate (`inner-plane delegates "
+                    "token NAME`), or the chat page's session cookie",
+                },
             }
             for path, operations in schema["paths"].items():
                 if path.startswith("/v1/"):
                     for operation in operations.values():
-                        if "operator" in operation.get("tags", []):
+                        if "conversation" in operation.get("tags", []):
+                            operation["security"] = [{"person": []}, {"operator": []}]
+                        elif "operator" in operation.get("tags", []):
                             operation["security"] = [{"operator": []}]
                         else:
                             operation["security"] = [{"bearer": []}, {"hmac": []}]

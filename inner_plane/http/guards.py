@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
@@ -261,7 +261,7 @@ class RequestBounds:
                     return _nul(_bounded(name))
         path: str = scope.get("path", "")
         if "\x00" in path:
-            for route in self.routes:
+            for route in flat_routes(self.routes):
                 match, child = route.matches(scope)
                 if match == Match.FULL:
                     for name, value in child.get("path_params", {}).items():
@@ -269,6 +269,16 @@ class RequestBounds:
                             return _nul(name)
             return _nul("path")
         return None
+
+
+def flat_routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """Every route, those of included routers too (FastAPI keeps an included router whole)."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from flat_routes(included.routes)
+        else:
+            yield route
 
 
 def _nul(name: str) -> ApiError:

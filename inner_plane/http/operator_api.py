@@ -11,21 +11,29 @@ routes, by resource: :mod:`inner_plane.http.operator_delegates` (delegates and a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from inner_plane.http.live_feed import LiveFeed, wanted_by
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.operator_calls import OPERATOR_ERRORS, OperatorCalls
-from inner_plane.http.operator_delegates import add_activation_routes, add_delegate_routes
+from inner_plane.http.operator_delegates import (
+    add_activation_routes,
+    add_delegate_routes,
+    add_person_routes,
+)
+from inner_plane.http.operator_policy import add_policy_routes, add_simulate_route
 from inner_plane.http.operator_signals import add_signal_routes
 from inner_plane.http.operator_timers_memories import add_memory_routes, add_timer_routes
 from inner_plane.journal.operator.live import Position
 from inner_plane.runtime import Runtime
 from inner_plane.sources import errors
+from inner_plane.sources.intake import client_of
+from inner_plane.sources.streams import process_slots
 
 
 def build_router(
@@ -34,10 +42,13 @@ def build_router(
     router = APIRouter(prefix="/v1", tags=["operator"], responses=OPERATOR_ERRORS)
     calls = OperatorCalls(runtime_factory, gate)
     add_delegate_routes(router, calls)
+    add_person_routes(router, calls)
     add_activation_routes(router, calls)
     add_signal_routes(router, calls)
     add_timer_routes(router, calls)
     add_memory_routes(router, calls)
+    add_policy_routes(router, calls)
+    add_simulate_route(router, calls)
 
     @router.get(
         "/events",
@@ -62,7 +73,7 @@ def build_router(
         """Each event names what changed (topic, delegate, ids); fetch the items through the
         reads above. Live-only events (topic `live`) carry their small data. Events are sent
         only once their transaction has committed."""
-        await run_in_threadpool(gate.check, request)
+        caller = await run_in_threadpool(gate.check, request)
         start: Position | None = None
         resume = last_event_id or after
         if resume:
@@ -71,16 +82,42 @@ def build_router(
             except ValueError as error:
                 raise errors.invalid("Last-Event-ID", str(error)) from None
         topics = None if topic is None else [t for t in topic.split(",") if t]
-        live_feed = feed()
-        await run_in_threadpool(live_feed.start)  # blocks until it listens, the first time
-        subscription = live_feed.subscribe()
+        credential = (
+            f"operator:{caller.operator}"
+            if caller.operator is not None
+            else f"open:{client_of(request)}"
+        )
+        slots = process_slots()
+        slots.acquire(credential)
+        try:
+            live_feed = feed()
+            await run_in_threadpool(live_feed.start)  # blocks until it listens, the first time
+            subscription = live_feed.subscribe()
+        except BaseException:
+            slots.release(credential)
+            raise
         stream = live_feed.stream(
             subscription, start, wanted_by(delegate, topics), request.is_disconnected
         )
-        return StreamingResponse(
+        return HeldStream(
             stream,
+            release=lambda: slots.release(credential),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
     return router
+
+
+class HeldStream(StreamingResponse):
+    """A stream holding one of the process's stream slots until it ends, however it ends."""
+
+    def __init__(self, content: Any, release: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()

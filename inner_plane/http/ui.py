@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from inner_plane import operators
 from inner_plane import timeline as timeline_view
 from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
+from inner_plane.http.ui_simulate import simulate_page
 from inner_plane.http.ui_views import (
     SIGNAL_STATES,
     activation_outcome,
@@ -45,10 +46,13 @@ from inner_plane.http.ui_views import (
     when,
     zone_of,
 )
+from inner_plane.journal.operator import continuity as continuity_reads
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import quiet as quiet_reads
 from inner_plane.journal.operator import reads
+from inner_plane.people import directory
 from inner_plane.runtime import Runtime
+from inner_plane.signals.model import IDENTIFIER_PATTERN
 from inner_plane.sources.auth import Throttled
 from inner_plane.sources.errors import ApiError
 from inner_plane.sources.intake import JOURNAL_DOWN, client_of
@@ -76,24 +80,42 @@ SECURITY_HEADERS = {
 }
 
 
+# The interactive docs (INNER_PLANE_API_DOCS) are FastAPI's pages: an inline script, and Swagger
+# UI or ReDoc from their CDN. They get a policy allowing exactly that, and are never framed.
+DOCS_CSP = (
+    "default-src 'none'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
+    "img-src 'self' data: https://fastapi.tiangolo.com https://cdn.redoc.ly; "
+    "font-src https://fonts.gstatic.com; worker-src blob:; connect-src 'self'; "
+    "form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+def _encoded(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+
+
 class SecurityHeaders:
-    """ASGI middleware adding the strict headers to every response but the interactive API
-    docs (which load their own assets). Plain ASGI, not BaseHTTPMiddleware: it never buffers
-    or re-wraps a body, so the live feed's stream passes straight through."""
+    """ASGI middleware adding the strict headers to every response (the interactive API docs
+    get their own policy). Plain ASGI, not BaseHTTPMiddleware: it never buffers or re-wraps a
+    body, so the live feed's stream passes straight through."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+        self.headers = _encoded(SECURITY_HEADERS)
+        self.docs_headers = _encoded({**SECURITY_HEADERS, "Content-Security-Policy": DOCS_CSP})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(("/docs", "/redoc")):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        docs = scope["path"] in ("/docs", "/redoc", "/docs/oauth2-redirect")
+        headers = self.docs_headers if docs else self.headers
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {name.lower() for name, _ in message.get("headers", [])}
-                extra = [(k, v) for k, v in self.headers if k not in present]
+                extra = [(k, v) for k, v in headers if k not in present]
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
@@ -192,7 +214,9 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
     async def delegate_timeline(request: Request, delegate_id: str) -> Response:
         async def render() -> Response:
             def work(rt: Runtime) -> dict[str, Any]:
-                zone = zone_of(delegate_id)
+                person = directory.get(rt, delegate_id)
+                # The person's own zone once recorded (the people table), else zone_of's.
+                zone = zone_of(delegate_id) if person is None else str(person.time_zone)
                 stored = reads.timeline_events(rt.engine, delegate_id, limit=TIMELINE_PAGE)
                 entries = [entry_view(timeline_view.entry(e), zone) for e in stored]
                 full = len(entries) == TIMELINE_PAGE
@@ -212,6 +236,8 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 return {
                     "delegate": delegate_id,
                     "zone": zone,
+                    "continuity": continuity_reads.continuity(rt.engine, delegate_id, days=7),
+                    "person": None if person is None else person.public(),
                     "entries": merged(entries, quiet),
                     "last_seq": entries[-1]["seq"] if entries else 0,
                     "quiet_since": now.isoformat(),
@@ -270,6 +296,22 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
             found["entries"] = [entry_view(timeline_view.entry(e), zone) for e in found["events"]]
             found["outcome"] = activation_outcome(found)
             return page(request, "activation.html", found)
+
+        return await guarded(request, render)
+
+    @router.get("/simulate", response_class=HTMLResponse)
+    async def simulate_view(
+        request: Request,
+        since: Annotated[str | None, Query(max_length=64)] = None,
+        until: Annotated[str | None, Query(max_length=64)] = None,
+        delegate: Annotated[str | None, Query(max_length=128, pattern=IDENTIFIER_PATTERN)] = None,
+        version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    ) -> Response:
+        async def render() -> Response:
+            def work(rt: Runtime) -> dict[str, Any]:
+                return simulate_page(rt, since, until, delegate or None, version)
+
+            return page(request, "simulate.html", await load(request, work))
 
         return await guarded(request, render)
 

@@ -184,6 +184,8 @@ ACTIVATIONS = Table(
     Column("reply", Text),
     # How deep in a chain of activations causing each other (through signals) this one is.
     Column("chain_depth", Integer, nullable=False, server_default=text("0")),
+    # The attention policy version it was decided under (NULL: the settings; migration 0022).
+    Column("policy_version", Integer),
     CheckConstraint(f"state IN {ACTIVATION_STATES}", name="state"),
     Index("ix_activations_delegate_seq", "delegate_id", "seq"),
     # The running activation of a delegate (the lease keeps it to one).
@@ -198,6 +200,8 @@ ACTIVATIONS = Table(
         postgresql_where=text("state <> 'running'"),
     ),
     Index("ix_activations_started_at", "started_at"),
+    # Migration 0021_conversation_api: which turns of a page were interrupted.
+    Index("ix_activations_turn", "turn_id", postgresql_where=text("turn_id IS NOT NULL")),
 )
 
 
@@ -220,6 +224,9 @@ USER_TURNS = Table(
     Column("finished_at", DateTime(timezone=True)),
     # The question (``questions.id``) this turn answers, if any (migration 0020_people).
     Column("in_reply_to", UUID(as_uuid=True)),
+    # Migration 0021_conversation_api: a retried POST of the conversation API is one turn.
+    Column("idempotency_key", Text),
+    UniqueConstraint("delegate_id", "idempotency_key"),
     CheckConstraint(f"state IN {USER_TURN_STATES}", name="state"),
     Index(
         "ix_user_turns_queued",
@@ -229,6 +236,8 @@ USER_TURNS = Table(
     ),
     Index("ix_user_turns_running", "delegate_id", postgresql_where=text("state = 'running'")),
     Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
+    # Migration 0022_policy_versions: the simulator's read of a time range.
+    Index("ix_user_turns_created_at", "created_at"),
     Index(
         "ix_user_turns_finished_at",
         "finished_at",
@@ -274,6 +283,8 @@ SIGNAL_EVENTS = Table(
     Column("activation_id", UUID(as_uuid=True)),
     # The operator who caused the event (NULL: the plane itself).
     Column("actor", Text),
+    # The attention policy version of a lane decision (deferred, claimed; NULL: the settings).
+    Column("policy_version", Integer),
     Index("ix_signal_events_signal", "signal_id", "id"),
     Index("ix_signal_events_at", "at"),
 )

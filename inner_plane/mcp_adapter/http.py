@@ -8,6 +8,7 @@ any request (``inner-plane serve --workers N``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -24,7 +25,8 @@ from inner_plane.journal.processors import Processor
 from inner_plane.mcp_adapter.tools import build_server
 from inner_plane.runtime import Runtime
 from inner_plane.sources.errors import ApiError, unauthorized
-from inner_plane.sources.intake import authorized, client_of, path_of, read_body
+from inner_plane.sources.intake import authorized, bearer, client_of, path_of, read_body
+from inner_plane.sources.streams import process_slots
 
 PATH = "/mcp"
 SCOPE_KEY = "inner_plane.processor"
@@ -43,17 +45,21 @@ class _Authenticated:
             await self.inner(scope, receive, send)
             return
         request = Request(scope, receive)
+        check = functools.partial(
+            authorized,
+            self.runtime_factory,
+            request.method,
+            path_of(request),
+            request.headers,
+        )
         try:
-            body = await read_body(request, self.max_body)
-            _, processor = await run_in_threadpool(
-                authorized,
-                self.runtime_factory,
-                request.method,
-                path_of(request),
-                request.headers,
-                body,
-                client_of(request),
-            )
+            if bearer(request):
+                # A token does not cover the body: the caller is proven before it is read.
+                _, processor = await run_in_threadpool(check, b"", client_of(request))
+                body = await read_body(request, self.max_body)
+            else:
+                body = await read_body(request, self.max_body)
+                _, processor = await run_in_threadpool(check, body, client_of(request))
         except ApiError as error:
             await error.response()(scope, receive, send)
             return
@@ -67,7 +73,20 @@ class _Authenticated:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        await self.inner({**scope, SCOPE_KEY: processor}, replay, send)
+        if request.method != "GET":
+            await self.inner({**scope, SCOPE_KEY: processor}, replay, send)
+            return
+        # A GET opens a stream that lasts until the client leaves: it holds a slot.
+        slots = process_slots()
+        try:
+            slots.acquire(f"processor:{processor.name}")
+        except ApiError as error:
+            await error.response()(scope, receive, send)
+            return
+        try:
+            await self.inner({**scope, SCOPE_KEY: processor}, replay, send)
+        finally:
+            slots.release(f"processor:{processor.name}")
 
 
 def build_route(

@@ -25,8 +25,9 @@ PROBE_EVERY_S = 2.0
 # Seconds from seeing a server gone to the first restart: `pg_ctl restart` starts its own
 # postmaster within this, and the keeper adopts it instead of racing it for the lock file.
 FIRST_RESTART_AFTER_S = 1.0
-# A server someone else started (on our lock file) gets this long to answer before the console
-# hears that it is waited for (`pg_ctl restart` answers well within it: one line, the adoption).
+# A server that runs but does not answer, or one someone else started on our lock file, gets
+# this long before the console hears that it is waited for (`pg_ctl restart` shuts down and
+# answers again well within it: its one line is the adoption).
 QUIET_WAIT_S = 5.0
 # Restart attempts back off: 1 s, 2 s, 4 s ... at most this.
 MAX_BACKOFF_S = 8.0
@@ -83,6 +84,8 @@ class StoreKeeper:
         # Set when the store stayed unreachable past the deadline: what was tried, one line.
         self.failure: str | None = None
         self._halt = threading.Event()
+        self._looking = threading.Event()
+        self._released = threading.Event()
         self._thread: threading.Thread | None = None
         self._down_since: float | None = None
         self._said_down = False
@@ -103,15 +106,28 @@ class StoreKeeper:
         way to give up."""
         self._halt.set()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._looking.wait(timeout)
+
+    def release(self) -> None:
+        """Let the thread end, once the server is stopped (see :meth:`_run`)."""
+        self._released.set()
+        if self._thread is not None:
+            self._thread.join(5)
 
     def _run(self) -> None:
-        while not self._halt.is_set() and self.failure is None:
-            try:
-                self.look_once()
-            except Exception as error:  # a keeper never dies of a surprise: it looks again
-                self._last_error = _one_line(str(error))
-            self._halt.wait(_LOOK_EVERY_S)
+        try:
+            while not self._halt.is_set() and self.failure is None:
+                try:
+                    self.look_once()
+                except Exception as error:  # a keeper never dies of a surprise: it looks again
+                    self._last_error = _one_line(str(error))
+                self._halt.wait(_LOOK_EVERY_S)
+        finally:
+            self._looking.set()
+            # A server this thread restarted gets its stop signal when the thread that forked
+            # it ends (PR_SET_PDEATHSIG follows the thread, not the process): the thread lives
+            # on until the server is stopped in order, or `up` itself dies.
+            self._released.wait()
 
     # --- one look ----------------------------------------------------------------------------
 
@@ -201,7 +217,9 @@ class StoreKeeper:
         if self._down_since is None:
             self._down_since = now
             self._next_restart = now + FIRST_RESTART_AFTER_S
-        if line is not None and not self._said_down:
+        # A server shutting down for a restart refuses connections for a moment: only a silence
+        # that lasts is worth a line.
+        if line is not None and not self._said_down and now - self._down_since >= QUIET_WAIT_S:
             self._said_down = True
             self.say(f"!! {line}")
 

@@ -6,9 +6,12 @@ one per container or unit.
 
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from inner_plane.config import Settings
 
@@ -78,6 +81,28 @@ def celery_command(role: str, settings: Settings, concurrency: int | None = None
 
 WORKER_ROLES = ("signals", "activation", "user_turns", "periodic")
 ROLES = (*WORKER_ROLES, "beat", "flower")
+
+
+FLOWER_CREDENTIALS = "flower-credentials"
+
+
+def flower_credentials(data_dir: Path) -> str:
+    """``user:password`` for Flower's basic authentication: made once, random, and kept in
+    ``<data dir>/flower-credentials`` (readable by its owner only), where the operator reads
+    it (README, "Flower"). Flower shows task arguments: no page of it is served without it."""
+    path = data_dir / FLOWER_CREDENTIALS
+    try:
+        stored = path.read_text().strip()
+    except FileNotFoundError:
+        stored = ""
+    if ":" in stored:
+        return stored
+    data_dir.mkdir(parents=True, exist_ok=True)
+    made = f"operator:{secrets.token_urlsafe(24)}"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(made + "\n")
+    return made
 
 
 def _local(host: str) -> str:

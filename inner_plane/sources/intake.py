@@ -61,6 +61,12 @@ def authorized(
     return runtime, processor
 
 
+def bearer(request: Request) -> bool:
+    """Whether the request authenticates with a bearer token (which, unlike a signature, does
+    not cover the body: it is checked before the body is read)."""
+    return "authorization" in request.headers
+
+
 def client_of(request: Request) -> str | None:
     """The caller's address, as the throttles key it: the peer, or behind a trusted proxy
     (INNER_PLANE_TRUSTED_PROXIES) the client it reports (:mod:`inner_plane.sources.peers`)."""
