@@ -101,3 +101,19 @@ def test_favicon_search_refusals_and_missing_pages(client: TestClient) -> None:
     assert found.headers["location"] == "/signals/00000000-0000-0000-0000-000000000000"
     empty = client.get("/signals?kind=nothing.")
     assert empty.status_code == 200 and "No signals match." in empty.text
+
+
+def test_times_follow_the_persons_time_zone_once_recorded(
+    runtime: Runtime, client: TestClient
+) -> None:
+    from inner_plane.people import directory
+
+    publish(kind="memory.inserted", source="memory", runtime=runtime)
+    utc = client.get("/delegates/default").text
+    assert re.search(r"<time [^>]*>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>", utc)
+    directory.add(runtime, "default", display_name="Ada", time_zone="Europe/Berlin")
+    berlin = client.get("/delegates/default").text
+    assert "times in Europe/Berlin" in berlin
+    stamp = re.search(r'<time [^>]*title="([^"]+)">([^<]+)</time>', berlin)
+    assert stamp is not None
+    assert stamp.group(2).endswith((" CET", " CEST")) and stamp.group(1).endswith(" UTC")
