@@ -118,9 +118,11 @@ def bare_insert(url: str) -> list[float]:
     return times
 
 
-async def _hold(url: str, token: str, clients: int, deltas: int, runtime: Runtime) -> list[float]:
-    """``clients`` SSE streams; ``deltas`` deltas published one at a time, each stamped; the
-    relay time of every delta at every client."""
+async def _hold(
+    url: str, token: str, clients: int, deltas: int, runtime: Runtime
+) -> tuple[list[float], int]:
+    """``clients`` SSE streams; ``deltas`` deltas published one at a time, each stamped: the
+    relay time of every delta at every client, and how many clients received every one."""
     received: list[float] = []
     ready = asyncio.Event()
     opened = 0
@@ -158,14 +160,18 @@ async def _hold(url: str, token: str, clients: int, deltas: int, runtime: Runtim
         stream = ReplyStream(runtime.redis, DELEGATE, uuid.uuid4(), uuid.uuid4())
         for _ in range(deltas):
             stream.text(1, repr(time.time()))
-            await asyncio.sleep(0.05 if clients > 1 else 0.005)
+            # A model writes tens of deltas a second to one reply; 1,000 readers of one delegate
+            # get them at a pace a person reads (the relay, not a backlog, is measured).
+            await asyncio.sleep(0.25 if clients > 1 else 0.005)
         try:
             await asyncio.wait_for(done.wait(), 120)
+        except TimeoutError:
+            pass  # reported: the clients that got every delta are counted below
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-    return received
+    return received, sum(1 for count in counts if count <= -(deltas + 1))
 
 
 def pubsub_round_trip(redis_url: str) -> list[float]:
@@ -213,10 +219,10 @@ def main() -> None:
         try:
             accept = turn_accept(api_url, token)
             baseline = bare_insert(bare_url)
-            relay = asyncio.run(_hold(api_url, token, 1, DELTAS, runtime))
+            relay, _ = asyncio.run(_hold(api_url, token, 1, DELTAS, runtime))
             pubsub = pubsub_round_trip(stores.redis_url or "")
             before = rss_mb(api.pid)
-            held = asyncio.run(_hold(api_url, token, STREAMS, HELD_DELTAS, runtime))
+            held, complete = asyncio.run(_hold(api_url, token, STREAMS, HELD_DELTAS, runtime))
             after = rss_mb(api.pid)
         finally:
             for process in (api, bare):
@@ -239,7 +245,7 @@ def main() -> None:
     print(f"delta relay     ms {figures['delta_relay']}")
     print(f"redis pub/sub   ms {figures['pubsub']}")
     print(f"  ratio p99 {relay_ratio} {verdict(relay_ratio, 3.0, higher_is_better=False)}")
-    print(f"{STREAMS} streams relay ms {figures['streams']}")
+    print(f"{STREAMS} streams relay ms {figures['streams']}; {complete} got every delta")
     print(f"  API RSS {before:.0f} -> {after:.0f} MB")
     streams_p99 = figures["streams"]["p99"]
     print(f"  relay p99 {verdict(streams_p99, 100.0, higher_is_better=False)}")
@@ -251,7 +257,8 @@ def main() -> None:
             "turn_accept_vs_bare_p99": accept_ratio,
             "delta_relay_p99_ms": figures["delta_relay"]["p99"],
             "delta_relay_vs_pubsub_p99": relay_ratio,
-            "streams_held": STREAMS if len(held) >= STREAMS * HELD_DELTAS else 0,
+            # Clients of the 1,000 that received every delta.
+            "streams_held": complete,
             "streams_relay_p99_ms": streams_p99,
             "streams_rss_growth_mb": growth,
         }
