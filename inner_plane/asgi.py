@@ -4,6 +4,12 @@ neither imports the other."""
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
 from fastapi import FastAPI
 
 from inner_plane.http import app as http_app
@@ -16,6 +22,37 @@ from inner_plane.sources.intake import MAX_BODY_BYTES
 def create_app() -> FastAPI:
     """The app each `inner-plane serve` worker process builds (a uvicorn factory)."""
     bound_server_logs()
-    return http_app.create_app(
+    app = http_app.create_app(
         get_runtime, MAX_BODY_BYTES, mounts=[build_route(get_runtime, MAX_BODY_BYTES)]
     )
+    end_streams_on_exit(app)
+    return app
+
+
+def end_streams_on_exit(app: FastAPI) -> None:
+    """On Ctrl-C or SIGTERM, end the live-feed streams first, then let the server's own
+    handler begin its graceful shutdown. Without this the server waits for streams that never
+    end, gives up after its timeout and cancels them: a CancelledError traceback and "timeout
+    graceful shutdown exceeded" on every stop with a browser open.
+
+    The server installs its handlers before it builds the app (this factory), so the ones found
+    here are the server's, chained after ours. Only the main thread can set handlers; elsewhere
+    (a server run in a thread, as some tests do) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    feeds: list[Any] = app.state.live_feeds
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+
+        def handler(
+            sig: int, frame: FrameType | None, previous: Callable[..., Any] | Any = previous
+        ) -> None:
+            for feed in list(feeds):
+                feed.end_streams()
+            if callable(previous):
+                previous(sig, frame)
+            elif previous is not None:  # the default action (or ignoring it), as before
+                signal.signal(sig, previous)
+                signal.raise_signal(sig)
+
+        signal.signal(signum, handler)

@@ -165,7 +165,9 @@ def log_rejected(raw: Any, error: SignalError, via: str) -> None:
             ("delegate", "delegate_id"),
         ):
             value = raw.get(field)
-            fields[key] = value if isinstance(value, str | int) else None
+            # Only what the input carried: a field it lacks is left out, not written empty.
+            if isinstance(value, str | int) and value != "":
+                fields[key] = value
     logs.emit("rejected", **fields, field=error.field, reason=error.reason, via=via)
 
 

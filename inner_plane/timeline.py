@@ -68,7 +68,12 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
     if event_type == events.USER_MESSAGE:
         return message_text(event_type, payload)
     if event_type == events.ASSISTANT_MESSAGE:
-        return message_text(event_type, payload) or "(no reply)"
+        said = message_text(event_type, payload)
+        if not said:
+            said = "(no reply: dry run, no model configured)" if _dry(payload) else "(no reply)"
+        outcome = payload.get("outcome")
+        claimed = isinstance(outcome, dict) and bool(outcome.get("counts"))
+        return f"{said} · inner context: {outcome_words(payload)}" if claimed else said
     if event_type == events.TOOL_CALL:
         arguments = payload.get("arguments")
         return _tool_name(payload) + ("" if arguments is None else f" {arguments}")
@@ -85,10 +90,12 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
         trigger = payload.get("trigger")
         return " ".join(p for p in (str(trigger or ""), _signals_summary(payload)) if p)
     if event_type == events.ACTIVATION_COMPLETED:
-        # The reply, if any, has its own assistant entry just before.
-        return _duration(payload)
+        # The reply, if any, has its own assistant entry just before; this says what became of
+        # the signals.
+        return "; ".join(p for p in (outcome_words(payload), _duration(payload)) if p)
     if event_type == events.ACTIVATION_FAILED:
-        return "; ".join(p for p in (str(payload.get("error") or ""), _duration(payload)) if p)
+        parts = (str(payload.get("error") or ""), outcome_words(payload), _duration(payload))
+        return "; ".join(p for p in parts if p)
     if event_type == events.ACTIVATION_INTERRUPTED:
         reason = f"pre-empted: {payload.get('reason')}" if payload.get("reason") else ""
         return "; ".join(p for p in (reason, _duration(payload)) if p)
@@ -102,6 +109,46 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
     if event_type == events.QUESTION_ASKED:
         return f"about {payload.get('about')}: {payload.get('text')}"
     return ""
+
+
+# How each outcome reads, in the order they are said.
+_OUTCOME_WORDS = {
+    "acted": "acted on {n}",
+    "escalated": "escalated {n}",
+    "needs_input": "asked for input on {n}",
+    "dismissed": "dismissed {n}",
+    "deferred": "deferred {n}",
+    "returned": "returned {n} unread",
+    "retrying": "{n} to retry after a backoff",
+    "dead": "{n} dead",
+}
+
+
+def _dry(payload: dict[str, Any]) -> bool:
+    return payload.get("agent") == "dry-run"
+
+
+def outcome_words(payload: dict[str, Any]) -> str:
+    """What became of an activation's signals, in words: "acted on 1, dismissed 2 (no model
+    configured)". Empty for an event that recorded no outcome (written before outcomes were)."""
+    outcome = payload.get("outcome")
+    if not isinstance(outcome, dict) or not isinstance(outcome.get("counts"), dict):
+        return ""
+    counts: dict[str, Any] = outcome["counts"]
+    reasons = outcome.get("reasons") if isinstance(outcome.get("reasons"), dict) else {}
+    said = []
+    for name in [*_OUTCOME_WORDS, *sorted(set(counts) - set(_OUTCOME_WORDS))]:
+        n = counts.get(name)
+        if not isinstance(n, int) or n <= 0:
+            continue
+        words = _OUTCOME_WORDS.get(name, name + " {n}").format(n=n)
+        reason = reasons.get(name) if reasons else None
+        if isinstance(reason, str) and reason:
+            words += f" ({reason if len(reason) <= 80 else reason[:77] + '...'})"
+        said.append(words)
+    if not said:
+        return "no signals to settle"
+    return ", ".join(said)
 
 
 def _label(event_type: str, payload: dict[str, Any]) -> str:

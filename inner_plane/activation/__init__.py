@@ -24,6 +24,7 @@ from inner_plane.activation.settlement import (
     NOT_SETTLED,
     SettlementPlan,
     SignalOutcome,
+    outcome,
     plan_settlement,
 )
 
@@ -42,5 +43,6 @@ __all__ = [
     "Trigger",
     "UserMessage",
     "WorkingContext",
+    "outcome",
     "plan_settlement",
 ]

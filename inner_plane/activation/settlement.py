@@ -87,3 +87,19 @@ def plan_settlement(
         else:
             plan.settled.append(settle_one(signal.id, settlement, activation.now))
     return plan
+
+
+def outcome(plan: SettlementPlan) -> dict[str, object]:
+    """What became of the batch, in the completed entry's words' terms: how many signals each
+    disposition settled (``returned``: not rendered, back to pending), and for each disposition
+    whose signals all share one reason, that reason ("dismissed 2 (no model configured)")."""
+    counts: dict[str, int] = {}
+    reasons: dict[str, set[str]] = {}
+    for settled in plan.settled:
+        counts[settled.disposition] = counts.get(settled.disposition, 0) + 1
+        reasons.setdefault(settled.disposition, set()).add(settled.reason)
+    if plan.returned:
+        counts["returned"] = len(plan.returned)
+        reasons["returned"] = {NOT_RENDERED}
+    shared = {d: next(iter(r)) for d, r in reasons.items() if len(r) == 1 and next(iter(r))}
+    return {"counts": counts, "reasons": shared}

@@ -38,6 +38,8 @@ def list_activations(
     if as_json:
         print_json([row.public() for row in rows])
         return
+    if not rows:
+        typer.echo("no activations" + (f" of {delegate}" if delegate else ""))
     for row in rows:
         finished = "-" if row.finished_at is None else f"{row.finished_at:%H:%M:%S.%f}"[:-3]
         typer.echo(
@@ -65,6 +67,8 @@ def show_activation(
         print_json(record)
         return
     for name, value in record.items():
+        if value is None or value == "":
+            continue  # a field this activation does not have (no turn, no error, no reply)
         if name == "signal_ids":
             value = ", ".join(value) or "-"
         typer.echo(f"{name:>12}: {value}")
@@ -85,6 +89,7 @@ def say(
     except SignalError as error:
         fail(str(error))
     output: dict[str, object] = {"turn_id": str(turn_id)}
+    said = f"sent turn {turn_id} to {delegate}"
     if wait:
         journal = _journal()
         deadline = time.monotonic() + timeout
@@ -96,7 +101,14 @@ def say(
             if time.monotonic() > deadline:
                 fail(f"no reply within {timeout} s: is an activation worker running?", 1)
             time.sleep(0.05)
+        agent = runtime().settings.agent
+        if turn.reply:
+            said = f"turn {turn_id} {turn.state}: {turn.reply}"
+        elif agent == "dry-run":
+            said = f"turn {turn_id} {turn.state}: no reply (dry run: no model configured)"
+        else:
+            said = f"turn {turn_id} {turn.state}: no reply"
     if as_json:
         print_json(output)
     else:
-        typer.echo(" ".join(f"{k}={v}" for k, v in output.items()))
+        typer.echo(said)

@@ -79,6 +79,8 @@ def list_command(
     if as_json:
         print_json([m.public() for m in rows])
         return
+    if not rows:
+        typer.echo(f"no memories of {delegate}")
     for m in rows:
         flag = " superseded" if m.superseded_by else ""
         typer.echo(

@@ -44,6 +44,8 @@ def list_command(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     if as_json:
         print_json([o.public() for o in found])
         return
+    if not found:
+        typer.echo("no operators (the API and UI answer on loopback only): `operators add NAME`")
     for operator in found:
         typer.echo(f"{operator.name}\tadded {operator.created_at:%Y-%m-%d %H:%M:%S}")
 

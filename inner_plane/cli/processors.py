@@ -72,6 +72,8 @@ def list_command(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     if as_json:
         print_json([p.public() for p in found])
         return
+    if not found:
+        typer.echo("no processors: `processors add NAME` registers one")
     for p in found:
         state = "revoked" if p.revoked else "active"
         trust = "trusted" if p.trusted else "untrusted"

@@ -114,30 +114,41 @@ def publish_command(
         "requested_mode": None if draft.mode is None else draft.mode.value,
         "downgraded": downgraded,
     }
+    # Said in words on the text line: "mode wake (interrupt requested: downgraded ...)".
+    mode_words = f"mode {effective.value}" + (
+        f" ({draft.mode.value} requested: downgraded by the kind's policy)"
+        if downgraded and draft.mode is not None
+        else ""
+    )
     if direct:
         result = publish_drafts([draft], rt, via="cli")[0]
         if as_json:
             print_json({**result.public(), **modes})
         else:
             state = "deduplicated" if result.deduplicated else "published"
-            typer.echo(f"{state} {result.id} ({result.kind}, mode {result.mode.value})")
+            typer.echo(f"{state} {result.id} ({result.kind}, {mode_words})")
         return
     draft = with_stable_identity(draft, rt.registry)
     assert draft.id is not None
     existed = bool(rt.signals.existing_ids([draft.id]))
     task_id = celery_bridge.send_publish(rt.settings, wire_form(draft))
-    output: dict[str, Any] = {"task_id": task_id, **modes}
+    # The signal's id is known before a worker journals it (stable identity): it is what
+    # `signals show` and the UI find; the Celery task id is only Flower's.
+    output: dict[str, Any] = {"id": str(draft.id), "task_id": task_id, **modes}
+    said = f"queued {draft.id} ({draft.kind}, {mode_words}) for a signals worker"
     if wait:
         deadline = time.monotonic() + 30
         while not rt.signals.existing_ids([draft.id]):
             if time.monotonic() > deadline:
                 fail(f"signal {draft.id} not journaled after 30 s: is a signals worker running?", 1)
             time.sleep(0.05)
-        output.update({"id": str(draft.id), "deduplicated": existed})
+        output["deduplicated"] = existed
+        state = "deduplicated" if existed else "published"
+        said = f"{state} {draft.id} ({draft.kind}, {mode_words})"
     if as_json:
         print_json(output)
     else:
-        typer.echo(" ".join(f"{k}={v}" for k, v in output.items()))
+        typer.echo(f"{said}; task {task_id}")
 
 
 def _parse_id(value: str) -> uuid.UUID:
@@ -169,6 +180,12 @@ def list_signals(
     if as_json:
         print_json([row.public() for row in rows])
         return
+    if not rows:
+        shown = [f"{name} {value}" for name, value in (
+            ("delegate", delegate), ("state", state), ("kind", kind), ("before", before)
+        ) if value is not None]  # fmt: skip
+        typer.echo("no signals" + (f" with {', '.join(shown)}" if shown else ""))
+        return
     for row in rows:
         typer.echo(
             f"{row.id}  {row.created_at:%Y-%m-%d %H:%M:%S}  {_shown(row.delegate_id):<12} "
@@ -189,7 +206,7 @@ def show_signal(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one signal with its full record."""
-    from inner_plane.journal.signals.events import events_of
+    from inner_plane.journal.signals.events import events_of, history
     from inner_plane.journal.signals.record import signal_by_id
 
     parsed = _parse_id(signal_id)
@@ -200,26 +217,35 @@ def show_signal(
         # Why it was (or was not yet) delivered: every claim, deferral, recovery and retry.
         events = events_of(rows, row.id)
     record = row.public()
-    record["events"] = [
-        {
-            "at": event.at.isoformat(),
-            "event": event.event,
-            "reason": event.reason,
-            "activation_id": None if event.activation_id is None else str(event.activation_id),
-        }
-        for event in events
-    ]
+    # The whole history: its publication first, then every event, each with who acted.
+    record["events"] = history(
+        record,
+        [
+            {
+                "at": event.at.isoformat(),
+                "event": event.event,
+                "reason": event.reason,
+                "activation_id": None if event.activation_id is None else str(event.activation_id),
+                "actor": event.actor,
+            }
+            for event in events
+        ],
+    )
     if as_json:
         print_json(record)
         return
     for key, value in record.items():
-        if key == "events":
-            continue
+        if key == "events" or value is None or value == "":
+            continue  # a field the signal does not have is left out, never printed as None
         if key == "data":
             value = json.dumps(value, ensure_ascii=False)
-        typer.echo(f"{key:>18}: {value}")
+        elif isinstance(value, bool):
+            value = "yes" if value else "no"
+        typer.echo(f"{key:>18}: {_shown(str(value)) if key != 'data' else value}")
+    typer.echo("history:")
     for event in record["events"]:
-        typer.echo(f"{event['at']}  {event['event']:<16} {event['reason']}")
+        reason = f"  {_shown(event['reason'])}" if event["reason"] else ""
+        typer.echo(f"  {event['at']}  {event['event']:<16} by {_shown(event['by'])}{reason}")
 
 
 @signals_app.command("retry")

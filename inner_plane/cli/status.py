@@ -40,10 +40,13 @@ def _text(report: dict[str, Any]) -> list[str]:
         lines.append(f"{name}: {endpoint['url']} ({'ok' if endpoint['ok'] else 'DOWN'})")
     journal = report["journal"]
     if journal:
+        oldest = journal["oldest_pending_s"]
         lines.append(
             f"signals: {journal['pending']} pending ({journal['due']} due), "
-            f"{journal['claimed']} claimed, {journal['dead']} dead; oldest pending "
-            f"{_age(journal['oldest_pending_s'])}; user turns queued {journal['queued_turns']}; "
+            f"{journal['claimed']} claimed, {journal['dead']} dead, "
+            f"{journal.get('ambient', 0)} ambient retained; oldest pending "
+            f"{'none' if oldest is None else _age(oldest)}"
+            f"; user turns queued {journal['queued_turns']}; "
             f"activations running {journal['running_activations']}"
         )
     if report["lanes"]:

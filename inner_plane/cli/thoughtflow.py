@@ -41,14 +41,19 @@ def _show_text(record: dict[str, Any]) -> None:
         echo(f"cut         {len(record['cut'])} item(s) for size")
     echo(f"decision    {record.get('decision') or '-'}")
     for action in record.get("tool_actions") or []:
-        outcome = action.get("error") or json.dumps(action.get("output"), default=str)[:120]
-        echo(f"  tool {action.get('name')} {json.dumps(action.get('arguments'))[:80]} -> {outcome}")
+        # An action as recorded, whatever it holds: a missing part is left out, not "None".
+        name = action.get("name") or action.get("type") or "(unnamed action)"
+        arguments = action.get("arguments")
+        shown = "" if arguments is None else f" {json.dumps(arguments, default=str)[:80]}"
+        outcome = action.get("error") or action.get("output")
+        result = "" if outcome is None else f" -> {json.dumps(outcome, default=str)[:120]}"
+        echo(f"  tool {name}{shown}{result}")
     if record.get("reply"):
         echo(f"reply       {record['reply']}")
     echo(f"usage       {json.dumps(record.get('usage') or {})}")
     echo("model input:")
     for item in record.get("model_input") or []:
-        content = str(item.get("content", item))
+        content = str(item.get("content") or json.dumps(item, default=str))
         echo(f"  [{item.get('role', item.get('type'))}] {content[:200].replace(chr(10), ' ')}")
 
 
@@ -82,6 +87,8 @@ def list_command(
     if as_json:
         print_json(rows)
         return
+    if not rows:
+        typer.echo(f"no thoughtflows of {delegate}")
     for row in rows:
         error = f"  error: {row['error']}" if row["error"] else ""
         typer.echo(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -86,10 +87,12 @@ def list_command(
     if as_json:
         print_json([t.public() for t in timers])
         return
+    if not timers:
+        typer.echo("no timers" + ("" if show_all else " active (--all: also done and cancelled)"))
     for t in timers:
         typer.echo(
             f"{_when(t):<32} {t.state:<9} {t.origin:<7} {t.delegate_id:<12} {t.name:<24} "
-            f"{t.recurrence}  {t.purpose[:60]!r}"
+            f"{t.recurrence}  {json.dumps(t.purpose[:60], ensure_ascii=False)}"
         )
 
 

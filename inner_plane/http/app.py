@@ -243,6 +243,8 @@ def create_app(
     # A redirect to the slashed (or unslashed) path would be built from the request's Host.
     app.router.redirect_slashes = False
     app.add_exception_handler(ApiError, errors.handle_api_error)
+    # The live feeds this app started: the served app ends their streams at shutdown (asgi.py).
+    app.state.live_feeds = feeds
     # Refused parameters: the declared error body (guards), after the credential check on the
     # operator API (http/validation).
     app.add_exception_handler(

@@ -60,6 +60,9 @@ class LiveFeed:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._ready = threading.Event()
+        # Set when the server begins to shut down: every stream ends (and new ones end at
+        # once), so the server's graceful shutdown finds no response still streaming.
+        self._closing = False
 
     # --- the listening thread ------------------------------------------------------------------
 
@@ -138,7 +141,19 @@ class LiveFeed:
             position = self._position or Position(0, 0)
             sub = Subscription(asyncio.get_running_loop(), asyncio.Queue(), position)
             self._subscribers.add(sub)
+            if self._closing:
+                sub.queue.put_nowait(None)
         return sub
+
+    def end_streams(self) -> None:
+        """End every stream now and every later one at once: the server is shutting down. A
+        client's EventSource reconnects (to another API process, or to this one restarted) from
+        its Last-Event-ID, so nothing is lost. Safe from a signal handler or any thread."""
+        with self._lock:
+            self._closing = True
+            for sub in list(self._subscribers):
+                with contextlib.suppress(RuntimeError):  # that stream's loop already closed
+                    sub.loop.call_soon_threadsafe(sub.queue.put_nowait, None)
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:

@@ -13,13 +13,14 @@ import hmac
 import secrets
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import redis
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -28,9 +29,26 @@ from inner_plane import operators
 from inner_plane import timeline as timeline_view
 from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
 from inner_plane.http.ui_simulate import simulate_page
-from inner_plane.http.ui_views import charts, entry_view, pretty, signal_view
+from inner_plane.http.ui_views import (
+    SIGNAL_STATES,
+    activation_outcome,
+    agent_notice,
+    charts,
+    dead_letter_view,
+    entry_view,
+    linked_activation_ids,
+    merged,
+    overview_view,
+    pretty,
+    quiet_view,
+    signal_page_view,
+    signal_view,
+    when,
+    zone_of,
+)
 from inner_plane.journal.operator import continuity as continuity_reads
 from inner_plane.journal.operator import delegates as delegate_reads
+from inner_plane.journal.operator import quiet as quiet_reads
 from inner_plane.journal.operator import reads
 from inner_plane.people import directory
 from inner_plane.runtime import Runtime
@@ -43,9 +61,12 @@ from inner_plane.sources.sessions import Session, SessionStore
 HERE = Path(__file__).parent
 TEMPLATES = Jinja2Templates(directory=str(HERE / "templates"))
 TEMPLATES.env.filters["pretty"] = pretty
+TEMPLATES.env.filters["when"] = when
 STATIC_DIR = HERE / "static"
 LOGIN_COOKIE = "inner_plane_login"
 TIMELINE_PAGE = 200
+# How far back a timeline that shows its whole conversation looks for quiet entries.
+QUIET_SPAN = timedelta(days=1)
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -160,10 +181,15 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 )
                 names = [d["delegate_id"] for d in overview.items]
                 chosen = delegate or (names[0] if names else "default")
+                agents = [(d.get("last_activation") or {}).get("agent") for d in overview.items]
                 return {
-                    "delegates": overview.items,
+                    "delegates": [overview_view(d) for d in overview.items],
                     "chosen": chosen,
-                    "charts": charts(delegate_reads.chart_series(rt.engine, chosen)),
+                    "zone": zone_of(chosen),
+                    "charts": charts(
+                        delegate_reads.chart_series(rt.engine, chosen), zone_of(chosen)
+                    ),
+                    "agent_notice": agent_notice(rt.settings.agent, agents),
                 }
 
             return page(request, "dashboard.html", await load(request, work))
@@ -179,7 +205,8 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                     rt.engine, wake_budget_per_hour=rt.settings.wake_budget_per_hour, limit=100
                 ),
             )
-            return page(request, "overview_rows.html", {"delegates": found.items})
+            rows = [overview_view(d) for d in found.items]
+            return page(request, "overview_rows.html", {"delegates": rows})
 
         return await guarded(request, render)
 
@@ -187,16 +214,37 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
     async def delegate_timeline(request: Request, delegate_id: str) -> Response:
         async def render() -> Response:
             def work(rt: Runtime) -> dict[str, Any]:
-                stored = reads.timeline_events(rt.engine, delegate_id, limit=TIMELINE_PAGE)
-                entries = [entry_view(timeline_view.entry(e)) for e in stored]
                 person = directory.get(rt, delegate_id)
+                # The person's own zone once recorded (the people table), else zone_of's.
+                zone = zone_of(delegate_id) if person is None else str(person.time_zone)
+                stored = reads.timeline_events(rt.engine, delegate_id, limit=TIMELINE_PAGE)
+                entries = [entry_view(timeline_view.entry(e), zone) for e in stored]
+                full = len(entries) == TIMELINE_PAGE
+                # The quiet entries of the same span: since the first entry shown (or the last
+                # day, when the page holds the whole conversation), up to now.
+                now = datetime.now(UTC)
+                since = (
+                    datetime.fromisoformat(str(entries[0]["at"]))
+                    if full and entries[0]["at"]
+                    else now - QUIET_SPAN
+                )
+                quiet = [
+                    quiet_view(q, zone)
+                    for q in quiet_reads.quiet_entries(rt.engine, delegate_id, since, now)
+                ]
+                latest = reads.activations_page(rt.engine, delegate_id, limit=1).items
                 return {
                     "delegate": delegate_id,
+                    "zone": zone,
                     "continuity": continuity_reads.continuity(rt.engine, delegate_id, days=7),
                     "person": None if person is None else person.public(),
-                    "entries": entries,
+                    "entries": merged(entries, quiet),
                     "last_seq": entries[-1]["seq"] if entries else 0,
-                    "older": entries[0]["seq"] if len(entries) == TIMELINE_PAGE else None,
+                    "quiet_since": now.isoformat(),
+                    "older": entries[0]["seq"] if full else None,
+                    "agent_notice": agent_notice(
+                        rt.settings.agent, [a.get("agent") for a in latest]
+                    ),
                 }
 
             return page(request, "timeline.html", await load(request, work))
@@ -208,13 +256,26 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
         request: Request,
         delegate_id: str,
         after: Annotated[int, Query(ge=0)] = 0,
+        since: Annotated[str | None, Query(max_length=64)] = None,
     ) -> Response:
+        """The entries after ``after`` (seq), with the quiet entries since ``since`` (an ISO
+        moment the page was given): what the live view appends."""
+
         async def render() -> Response:
-            stored = await load(
-                request,
-                lambda rt: reads.timeline_events(rt.engine, delegate_id, after=after, limit=500),
-            )
-            entries = [entry_view(timeline_view.entry(e)) for e in stored]
+            quiet_from = _moment_field("since", since) if since else None
+
+            def work(rt: Runtime) -> list[dict[str, Any]]:
+                zone = zone_of(delegate_id)
+                stored = reads.timeline_events(rt.engine, delegate_id, after=after, limit=500)
+                entries = [entry_view(timeline_view.entry(e), zone) for e in stored]
+                if quiet_from is None:
+                    return entries
+                found = quiet_reads.quiet_entries(
+                    rt.engine, delegate_id, quiet_from, datetime.now(UTC)
+                )
+                return merged(entries, [quiet_view(q, zone) for q in found])
+
+            entries = await load(request, work)
             return page(request, "entries.html", {"entries": entries})
 
         return await guarded(request, render)
@@ -229,8 +290,11 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
             found = await load(request, lambda rt: reads.activation_detail(rt.engine, key))
             if found is None:
                 raise ApiError(404, "not_found", "no such activation")
-            found["batch"] = [signal_view(s) for s in found["batch"]]
-            found["entries"] = [entry_view(timeline_view.entry(e)) for e in found["events"]]
+            zone = zone_of(found["activation"]["delegate_id"])
+            found["zone"] = zone
+            found["batch"] = [signal_view(s, zone) for s in found["batch"]]
+            found["entries"] = [entry_view(timeline_view.entry(e), zone) for e in found["events"]]
+            found["outcome"] = activation_outcome(found)
             return page(request, "activation.html", found)
 
         return await guarded(request, render)
@@ -268,13 +332,131 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 request,
                 "dead_letters.html",
                 {
-                    "signals": [signal_view(s) for s in found.items],
+                    "signals": [
+                        dead_letter_view(signal_view(s, zone_of(s.get("delegate_id"))))
+                        for s in found.items
+                    ],
                     "next": found.next,
                     "delegate": delegate,
                 },
             )
 
         return await guarded(request, render)
+
+    @router.get("/signals", response_class=HTMLResponse)
+    async def signal_search(
+        request: Request,
+        q: Annotated[str | None, Query(max_length=200)] = None,
+        kind: Annotated[str | None, Query(max_length=200)] = None,
+        source: Annotated[str | None, Query(max_length=200)] = None,
+        state: Annotated[str | None, Query(max_length=32)] = None,
+        delegate: Annotated[str | None, Query(max_length=128)] = None,
+        since: Annotated[str | None, Query(max_length=64)] = None,
+        until: Annotated[str | None, Query(max_length=64)] = None,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
+    ) -> Response:
+        """Find signals: an id opens its page; otherwise by kind prefix, source, state,
+        delegate and a time range of creation, newest first."""
+
+        async def render() -> Response:
+            form = {
+                "q": q or "", "kind": kind or "", "source": source or "", "state": state or "",
+                "delegate": delegate or "", "since": since or "", "until": until or "",
+            }  # fmt: skip
+            text_id = (q or "").strip()
+            if text_id:
+                try:
+                    found_id = uuid.UUID(text_id)
+                except ValueError:
+                    raise ApiError(
+                        422, "invalid", "q: a signal id is a UUID (search by kind, source ...)"
+                    ) from None
+                return RedirectResponse(f"/signals/{found_id}", 303)
+            if state and state not in SIGNAL_STATES:
+                raise ApiError(
+                    422, "invalid", f"state: one of {', '.join(SIGNAL_STATES)}, not {state!r}"
+                )
+            since_at = _moment_field("since", since) if since else None
+            until_at = _moment_field("until", until) if until else None
+            searched = any(form.values())
+
+            def work(rt: Runtime) -> Any:
+                if not searched:
+                    return None
+                return reads.search_signals(
+                    rt.engine,
+                    state=state or None,
+                    kind_prefix=kind or None,
+                    source=source or None,
+                    delegate_id=delegate or None,
+                    since=since_at,
+                    until=until_at,
+                    cursor=cursor,
+                    limit=50,
+                    with_events=False,
+                )
+
+            try:
+                found = await load(request, work)
+            except reads.CursorError:
+                raise ApiError(422, "invalid", "cursor: not a cursor of this list") from None
+            rows = (
+                []
+                if found is None
+                else [signal_view(s, zone_of(s.get("delegate_id"))) for s in found.items]
+            )
+            return page(
+                request,
+                "signals.html",
+                {
+                    "form": form,
+                    "states": SIGNAL_STATES,
+                    "searched": searched,
+                    "signals": rows,
+                    "next": None if found is None else found.next,
+                    "next_query": urlencode(
+                        {**{k: v for k, v in form.items() if v}, "cursor": found.next}
+                    )
+                    if found is not None and found.next
+                    else None,
+                },
+            )
+
+        return await guarded(request, render)
+
+    @router.get("/signals/{signal_id}", response_class=HTMLResponse)
+    async def signal_page(request: Request, signal_id: str) -> Response:
+        async def render() -> Response:
+            try:
+                key = uuid.UUID(signal_id)
+            except ValueError:
+                raise ApiError(404, "not_found", "no such signal (a signal id is a UUID)") from None
+
+            def work(rt: Runtime) -> dict[str, Any] | None:
+                found = reads.get_signal(rt.engine, key)
+                if found is None:
+                    return None
+                linked = linked_activation_ids(found)
+                return {
+                    "signal": found,
+                    "activations": quiet_reads.activations_by_id(rt.engine, linked),
+                }
+
+            found = await load(request, work)
+            if found is None:
+                raise ApiError(404, "not_found", "no such signal")
+            zone = zone_of(found["signal"].get("delegate_id"))
+            return page(
+                request,
+                "signal.html",
+                signal_page_view(found["signal"], found["activations"], zone),
+            )
+
+        return await guarded(request, render)
+
+    @router.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return FileResponse(STATIC_DIR / "favicon.ico", media_type="image/x-icon")
 
     # --- sign in / out ---
     # The sign-in form carries a random token that must equal the one in a SameSite=Strict
@@ -371,3 +553,14 @@ def _query(request: Request) -> str:
 def _local(target: str) -> str:
     """Only paths of this site (no open redirect)."""
     return target if target.startswith("/") and not target.startswith("//") else "/"
+
+
+def _moment_field(name: str, value: str) -> datetime:
+    """An ISO 8601 moment from a query field (naive: UTC), or a 422 naming the field."""
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ApiError(
+            422, "invalid", f"{name}: not a date and time (ISO 8601, e.g. 2026-12-02T17:00)"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

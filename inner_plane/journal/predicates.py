@@ -30,6 +30,22 @@ def due(modes: str = CLAIMABLE, *, of: str | None = ":delegate", alias: str = ""
     )
 
 
+def pending(*, alias: str = "") -> str:
+    """Pending = waiting to be delivered: state pending and not ambient, whether due now, delayed
+    (``available_at`` later) or backing off after a failure. Ambient signals are retained, not
+    waiting (they are only ever included beside other work), and are counted apart. The one
+    definition `status`, /metrics, the overview API, the dashboard and its chart all count; it
+    is the predicate of the partial index ix_signals_due."""
+    p = f"{alias}." if alias else ""
+    return f"{p}state = 'pending' AND {p}mode <> 'ambient'"
+
+
+def ambient_retained(*, alias: str = "") -> str:
+    """Ambient signals still held for later relevance (the ambient side of :func:`pending`)."""
+    p = f"{alias}." if alias else ""
+    return f"{p}state = 'pending' AND {p}mode = 'ambient'"
+
+
 # Fenced = the delegate's current lease epoch, read FOR SHARE so the takeover (which increments
 # it) waits for the reading transaction to commit. A transaction is fenced when this equals the
 # holder's epoch; compare it in the same statement as the transaction's first write or read.

@@ -12,6 +12,7 @@ from inner_plane.activation import (
     NOT_RENDERED,
     AgentResult,
     WorkingContext,
+    outcome,
     plan_settlement,
 )
 from inner_plane.config import Settings
@@ -47,7 +48,13 @@ def completed(
             conversation.ACTIVATION_COMPLETED
             if step.turn_id is None
             else conversation.ASSISTANT_MESSAGE,
-            {"duration_ms": round(duration_s * 1000, 1), "reply": result.reply},
+            {
+                "duration_ms": round(duration_s * 1000, 1),
+                "reply": result.reply,
+                # What became of the batch and who decided it: the timeline says it in words.
+                "outcome": outcome(plan),
+                "agent": result.agent,
+            },
             context,
         )
     )
@@ -67,12 +74,12 @@ def completed(
             then=closing,
         )
     by_id = {s.id: s for s in activation.signals}
-    for outcome in plan.settled:
+    for settled in plan.settled:
         logs.emit(
-            outcome.state if outcome.state != "pending" else "deferred",
-            **logs.of_signal(by_id[outcome.signal_id]),
-            disposition=outcome.disposition,
-            reason=outcome.reason,
+            settled.state if settled.state != "pending" else "deferred",
+            **logs.of_signal(by_id[settled.signal_id]),
+            disposition=settled.disposition,
+            reason=settled.reason,
             activation=activation.id,
         )
     for signal_id in plan.returned:
@@ -143,7 +150,11 @@ def failed(
         closing = entry(
             activation,
             conversation.ACTIVATION_FAILED,
-            {"error": error[:2000], "duration_ms": round(duration_s * 1000, 1)},
+            {
+                "error": error[:2000],
+                "duration_ms": round(duration_s * 1000, 1),
+                "outcome": {"counts": {"retrying": len(retrying), "dead": len(dead)}},
+            },
             context,
         )
         close_activation(

@@ -82,3 +82,41 @@ def test_live_only_event_from_a_worker_reaches_the_api_process_and_the_cli_follo
     follow.wait_for("Internal activity completed", 60)
     assert "Inner Plane: memory retrieval: pending" in follow.output()
     assert str(signal.id) not in follow.output()  # entries, not raw payloads
+
+
+def test_ctrl_c_with_a_live_feed_client_connected_stops_at_once_without_a_traceback(
+    stores: Stores, runtime: Runtime, children: list[ChildProcess], log_dir: Path
+) -> None:
+    """The server ends its live-feed streams when told to stop, instead of waiting for them
+    until its graceful-shutdown timeout and cancelling them (a CancelledError traceback)."""
+    import signal
+    import threading
+
+    base = start_api(children, stores, log_dir)
+    api = children[-1]
+    opened = threading.Event()
+    ended: list[str] = []
+
+    def client() -> None:
+        try:
+            with httpx.stream("GET", f"{base}/v1/events", timeout=httpx.Timeout(5, read=60)) as r:
+                opened.set()
+                for _line in r.iter_lines():
+                    pass
+            ended.append("closed by the server")
+        except httpx.HTTPError as error:
+            ended.append(f"error: {type(error).__name__}")
+
+    reader = threading.Thread(target=client, daemon=True)
+    reader.start()
+    assert opened.wait(30)
+    time.sleep(0.5)  # the stream is past its headers and waiting for events
+    offset = len(api.output())
+    assert api.process is not None
+    api.process.send_signal(signal.SIGINT)
+    assert api.process.wait(30) == 0
+    reader.join(10)
+    assert ended == ["closed by the server"]
+    tail = api.output()[offset:]
+    assert "CancelledError" not in tail and "Traceback" not in tail, tail
+    assert "timeout graceful shutdown exceeded" not in tail, tail

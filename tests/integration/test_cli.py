@@ -297,8 +297,10 @@ def test_publish_through_celery_without_a_worker_prints_the_task_id(
     result = run(cli, *PUBLISH, "--json")
     assert result.exit_code == 0, result.stderr
     output = json.loads(result.stdout)
-    assert set(output) == {"task_id", "mode", "requested_mode", "downgraded"}
+    assert set(output) == {"id", "task_id", "mode", "requested_mode", "downgraded"}
     uuid.UUID(output["task_id"])
+    # The signal's own id (what `signals show` finds), in the message the worker will journal.
+    assert output["id"] in runtime.redis.lindex("signals", 0)
     # Enqueued, not journaled: no worker runs in this test.
     assert runtime.signals.count() == 0
     assert runtime.redis.llen("signals") == 1
@@ -384,7 +386,10 @@ def test_signals_show_reads_the_journal_without_sqlalchemy(
     signal_id = str(publish(kind="task.completed", source="copilot", runtime=runtime).id)
     out, loaded = run_reporting_loaded(clean_stores.env(), "signals", "show", signal_id, "--json")
     record = json.loads(out)
-    assert record["id"] == signal_id and record["events"] == []
+    assert record["id"] == signal_id
+    # Its whole history: its publication, and nothing since.
+    assert [e["event"] for e in record["events"]] == ["published"]
+    assert record["events"][0]["by"] == "source copilot"
     assert loaded == {"psycopg": True, "sqlalchemy": False, "alembic": False}
 
 

@@ -74,7 +74,8 @@ def test_signals_show_explains_why_a_signal_is_not_delivered_yet(runtime) -> Non
     code, out, _ = invoke(runtime, "signals", "show", str(waiting), "--json")
     record = json.loads(out)
     assert code == 0 and record["state"] == "pending"
-    [event] = record["events"]
+    published, event = record["events"]
+    assert published["event"] == "published"
     assert event["event"] == "deferred" and "budget" in event["reason"]
 
 

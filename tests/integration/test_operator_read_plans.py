@@ -15,7 +15,7 @@ from sqlalchemy import event, text
 from inner_plane.journal import replay
 from inner_plane.journal.lane import claims
 from inner_plane.journal.operator import delegates as delegate_reads
-from inner_plane.journal.operator import live, reads
+from inner_plane.journal.operator import live, quiet, reads
 from inner_plane.journal.operator.live import Position
 from inner_plane.runtime import Runtime
 
@@ -109,6 +109,7 @@ def test_operator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[s
         seq = connection.execute(
             text("SELECT max(seq) FROM conversation_events WHERE delegate_id = 'd3'")
         ).scalar()
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
     calls: list[Callable[[], Any]] = [
         lambda: delegate_reads.delegates_overview(engine, wake_budget_per_hour=60, limit=50),
         lambda: reads.search_signals(engine, delegate_id="d3", limit=50),
@@ -124,6 +125,13 @@ def test_operator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[s
         lambda: reads.memories_page(engine, "d3"),
         lambda: reads.timers_page(engine, "d3"),
         lambda: delegate_reads.chart_series(engine, "d3"),
+        # The UI's signal search, its quiet timeline entries and a signal page's activations.
+        lambda: reads.search_signals(engine, source="copilot", with_events=False),
+        lambda: reads.search_signals(
+            engine, delegate_id="d3", state="pending", since=an_hour_ago, with_events=False
+        ),
+        lambda: quiet.quiet_entries(engine, "d3", an_hour_ago, datetime.now(UTC)),
+        lambda: quiet.activations_by_id(engine, [some_activation or uuid.uuid4()]),
     ]
     for call in calls:
         call()

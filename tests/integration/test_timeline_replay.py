@@ -232,7 +232,10 @@ def test_a_dry_run_turn_never_shows_the_users_words_as_the_assistants(rt: Runtim
     run(rt, DryRunAgent())
     entries = replay(rt.engine, "default")
     said = {e["label"]: e["summary"] for e in entries if e["role"] in ("user", "assistant")}
-    assert said == {"User": "what did you learn today?", "Assistant": "(no reply)"}
+    assert said == {
+        "User": "what did you learn today?",
+        "Assistant": "(no reply: dry run, no model configured)",
+    }
 
 
 def test_capsule_started_and_failed_are_live_only(rt: Runtime) -> None:

@@ -32,10 +32,28 @@
     return source;
   }
 
+  // --- the timeline's filter: entries of an unticked group are hidden (new ones too) ---
+  function hiddenGroups() {
+    const hidden = new Set();
+    for (const box of document.querySelectorAll('#timeline-filter input[name="group"]')) {
+      if (!box.checked) hidden.add(box.value);
+    }
+    return hidden;
+  }
+
+  function applyFilter(root) {
+    const hidden = hiddenGroups();
+    for (const item of root.querySelectorAll("li.entry")) {
+      item.hidden = hidden.has(item.dataset.group);
+    }
+  }
+
   // --- the timeline: append new entries in order, as the server renders them ---
   function timeline(list) {
     const delegate = list.dataset.delegate;
     let last = Number(list.dataset.lastSeq || "0");
+    // Quiet entries (signal arrivals and decisions) are fetched by time, and kept once each.
+    let since = list.dataset.quietSince || "";
     let running = false;
     let again = false;
 
@@ -45,23 +63,34 @@
       try {
         do {
           again = false;
+          const asked = new Date().toISOString();
+          const query = new URLSearchParams({ after: String(last) });
+          if (since) query.set("since", since);
           const response = await fetch(
-            "/ui/delegates/" + encodeURIComponent(delegate) + "/entries?after=" + last,
+            "/ui/delegates/" + encodeURIComponent(delegate) + "/entries?" + query.toString(),
             { credentials: "same-origin" }
           );
           if (!response.ok) break;
           const holder = document.createElement("template");
           holder.innerHTML = await response.text(); // escaped by the server's templates
+          const hidden = hiddenGroups();
           for (const item of holder.content.querySelectorAll("li.entry")) {
-            const seq = Number(item.dataset.seq);
-            if (seq > last) {
-              list.appendChild(item);
+            const seq = Number(item.dataset.seq || "0");
+            const key = item.dataset.key;
+            if (item.dataset.seq) {
+              if (seq <= last) continue;
               last = seq;
+            } else if (list.querySelector('li.entry[data-key="' + CSS.escape(key) + '"]')) {
+              continue;
             }
+            item.hidden = hidden.has(item.dataset.group);
+            list.appendChild(item);
           }
+          // A little overlap (the clocks of browser and server differ); duplicates are skipped.
+          since = new Date(Date.parse(asked) - 60000).toISOString();
           list.dataset.lastSeq = String(last);
           const empty = document.getElementById("empty");
-          if (empty && last > 0) empty.remove();
+          if (empty && list.children.length > 0) empty.remove();
         } while (again);
       } finally {
         running = false;
@@ -90,8 +119,8 @@
     }
 
     follow(
-      { delegate: delegate, topic: "timeline,live" },
-      { open: fetchNew, timeline: fetchNew, live: notice }
+      { delegate: delegate, topic: "timeline,live,signals" },
+      { open: fetchNew, timeline: fetchNew, live: notice, signals: fetchNew }
     );
   }
 
@@ -111,16 +140,36 @@
   }
 
   // --- operator actions ---
+  function confirmForm(id) {
+    return document.querySelector('form.confirm[data-for="' + CSS.escape(id) + '"]');
+  }
+
   async function act(button) {
     const action = button.dataset.action;
     const id = button.dataset.signal || button.dataset.activation;
     const result = document.querySelector('.action-result[data-for="' + CSS.escape(id) + '"]');
     let url;
     let body = null;
+    if (action === "dismiss-ask" || action === "dismiss-cancel") {
+      // Dismissing is for good: it asks first, with the reason the history will keep.
+      const form = confirmForm(id);
+      if (!form) return;
+      form.hidden = action === "dismiss-cancel";
+      if (!form.hidden) form.querySelector('input[name="reason"]').focus();
+      return;
+    }
     if (action === "retry") url = "/v1/signals/" + id + "/retry";
     else if (action === "dismiss") {
+      const form = confirmForm(id);
+      const input = form ? form.querySelector('input[name="reason"]') : null;
+      const reason = input ? input.value.trim() : "";
+      if (!reason) {
+        if (result) { result.textContent = "give a reason to dismiss"; result.dataset.ok = "false"; }
+        if (input) input.focus();
+        return;
+      }
       url = "/v1/signals/" + id + "/dismiss";
-      body = JSON.stringify({ reason: "dismissed from the UI" });
+      body = JSON.stringify({ reason: reason });
     } else if (action === "retry-dead") url = "/v1/activations/" + id + "/retry-dead";
     else return;
     button.disabled = true;
@@ -142,7 +191,9 @@
     const row = button.closest(".dead-signal");
     if (row && response.ok) {
       row.dataset.state = action === "dismiss" ? "dismissed" : "retried";
-      for (const other of row.querySelectorAll("button")) other.disabled = true;
+      for (const other of row.querySelectorAll("button, input")) other.disabled = true;
+      const form = confirmForm(id);
+      if (form) form.hidden = true;
     } else if (!response.ok) {
       button.disabled = false;
     }
@@ -154,7 +205,22 @@
     const rows = document.getElementById("overview-rows");
     if (rows) dashboard(rows);
     for (const button of document.querySelectorAll("button[data-action]")) {
-      button.addEventListener("click", function () { act(button); });
+      button.addEventListener("click", function (event) {
+        event.preventDefault();
+        act(button);
+      });
+    }
+    for (const form of document.querySelectorAll("form.confirm")) {
+      form.addEventListener("submit", function (event) {
+        event.preventDefault();
+        const button = form.querySelector('button[data-action="dismiss"]');
+        if (button) act(button);
+      });
+    }
+    const filter = document.getElementById("timeline-filter");
+    if (filter) {
+      filter.addEventListener("change", function () { applyFilter(document); });
+      applyFilter(document);
     }
   });
 })();

@@ -18,7 +18,7 @@ from inner_plane.journal.operator.paging import (
 )
 from inner_plane.journal.operator.paging import record as as_record
 from inner_plane.journal.operator.reads import ACTIVATION_COLUMNS
-from inner_plane.journal.predicates import WAKING, due
+from inner_plane.journal.predicates import WAKING, ambient_retained, due, pending
 
 # --- delegates overview -----------------------------------------------------------------------
 
@@ -42,6 +42,8 @@ SELECT delegate_id FROM (
 # One row per delegate; every figure is an index range of that delegate (partial indexes for
 # pending, claimed, dead and due-wake signals, running activations and queued turns).
 _DUE_WAKE = due(WAKING, of="d.delegate_id", alias="s")
+_PENDING = pending(alias="s")
+_AMBIENT = ambient_retained(alias="s")
 _OVERVIEW = f"""
 SELECT d.delegate_id,
        l.epoch, l.holder, l.expires_at,
@@ -50,20 +52,22 @@ SELECT d.delegate_id,
          WHERE a.delegate_id = d.delegate_id AND a.state = 'running'
          ORDER BY a.started_at DESC LIMIT 1) AS running_activation,
        (SELECT count(*) FROM signals s
-         WHERE s.delegate_id = d.delegate_id AND s.state = 'pending') AS pending,
+         WHERE s.delegate_id = d.delegate_id AND {_PENDING}) AS pending,
+       (SELECT count(*) FROM signals s
+         WHERE s.delegate_id = d.delegate_id AND {_AMBIENT}) AS ambient,
        (SELECT count(*) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'claimed') AS claimed,
        (SELECT count(*) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'dead') AS dead,
        (SELECT min(created_at) FROM signals s
-         WHERE s.delegate_id = d.delegate_id AND s.state = 'pending') AS oldest_pending,
+         WHERE s.delegate_id = d.delegate_id AND {_PENDING}) AS oldest_pending,
        (SELECT count(*) FROM signals s
          WHERE {_DUE_WAKE}) AS due_now,
        (SELECT min(available_at) FROM signals s
          WHERE s.delegate_id = d.delegate_id AND s.state = 'pending'
            AND s.mode IN ('wake', 'interrupt') AND s.available_at > now()) AS next_signal_due,
-       (SELECT min(next_due) FROM timers t
-         WHERE t.delegate_id = d.delegate_id AND t.state = 'active') AS next_timer_due,
+       nt.next_due AS next_timer_due, nt.id AS next_timer_id, nt.name AS next_timer_name,
+       nt.purpose AS next_timer_purpose,
        (SELECT count(*) FROM user_turns u
          WHERE u.delegate_id = d.delegate_id AND u.state = 'queued') AS queued_turns,
        (SELECT count(*) FROM activations a
@@ -77,6 +81,10 @@ SELECT d.delegate_id,
        now() AS now
   FROM unnest(CAST(:delegates AS text[])) AS d(delegate_id)
   LEFT JOIN leases l ON l.delegate_id = d.delegate_id
+  LEFT JOIN LATERAL (
+      SELECT t.id, t.name, t.purpose, t.next_due FROM timers t
+       WHERE t.delegate_id = d.delegate_id AND t.state = 'active' AND t.next_due IS NOT NULL
+       ORDER BY t.next_due LIMIT 1) nt ON TRUE
  ORDER BY d.delegate_id
 """  # noqa: S608 - constant fragment
 
@@ -156,6 +164,7 @@ def _overview_item(row: Row[Any], last: Row[Any] | None, budget: int) -> dict[st
         },
         "counts": {
             "pending": row.pending,
+            "ambient": row.ambient,
             "claimed": row.claimed,
             "dead": row.dead,
             "due_now": row.due_now,
@@ -168,6 +177,15 @@ def _overview_item(row: Row[Any], last: Row[Any] | None, budget: int) -> dict[st
         "next_due_at": jsonable(next_due),
         "next_signal_due_at": jsonable(row.next_signal_due),
         "next_timer_due_at": jsonable(row.next_timer_due),
+        # Which timer is due next (the dashboard names it, not only its moment).
+        "next_timer": None
+        if row.next_timer_id is None
+        else {
+            "id": str(row.next_timer_id),
+            "name": row.next_timer_name,
+            "purpose": row.next_timer_purpose,
+            "due_at": jsonable(row.next_timer_due),
+        },
         "wake_budget": {"used": row.wake_budget_used, "per_hour": budget},
         "last_activation": last_activation,
     }
@@ -211,7 +229,7 @@ def chart_series(engine: Engine, delegate_id: str, minutes: int = 60) -> dict[st
         ).all()
         depth = connection.execute(
             text(
-                """
+                f"""
                 WITH relevant AS (
                     SELECT created_at, settled_at FROM signals
                      WHERE delegate_id = :delegate
@@ -219,7 +237,7 @@ def chart_series(engine: Engine, delegate_id: str, minutes: int = 60) -> dict[st
                        AND mode <> 'ambient'
                     UNION ALL
                     SELECT created_at, settled_at FROM signals
-                     WHERE delegate_id = :delegate AND state = 'pending' AND mode <> 'ambient'
+                     WHERE delegate_id = :delegate AND {pending()}
                        AND created_at <= now() - make_interval(mins => :minutes)
                 ), minutes AS (
                     SELECT generate_series(
@@ -227,12 +245,16 @@ def chart_series(engine: Engine, delegate_id: str, minutes: int = 60) -> dict[st
                         date_trunc('minute', now()), interval '1 minute') AS minute
                 )
                 SELECT m.minute,
-                       (SELECT count(*) FROM relevant r
-                         WHERE r.created_at < m.minute + interval '1 minute'
-                           AND (r.settled_at IS NULL
-                                OR r.settled_at >= m.minute + interval '1 minute')) AS pending
+                       CASE WHEN m.minute = date_trunc('minute', now())
+                            THEN (SELECT count(*) FROM signals s
+                                   WHERE s.delegate_id = :delegate AND {_PENDING})
+                            ELSE (SELECT count(*) FROM relevant r
+                                   WHERE r.created_at < m.minute + interval '1 minute'
+                                     AND (r.settled_at IS NULL
+                                          OR r.settled_at >= m.minute + interval '1 minute'))
+                       END AS pending
                   FROM minutes m ORDER BY m.minute
-                """
+                """  # noqa: S608 - constant fragments
             ),
             params,
         ).all()

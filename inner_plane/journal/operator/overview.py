@@ -13,17 +13,19 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from inner_plane.journal.plain import Rows
-from inner_plane.journal.predicates import CLAIMABLE, WAKING, due
+from inner_plane.journal.predicates import CLAIMABLE, WAKING, ambient_retained, due, pending
 
-# Served by ix_signals_state_seq (state, seq): an index range per state.
+# Served by ix_signals_state_seq (state, seq): an index range per state; pending (the one
+# definition, predicates.pending) by its partial index ix_signals_due.
 _COUNTS = f"""
     SELECT
-      (SELECT count(*) FROM signals WHERE state = 'pending') AS pending,
+      (SELECT count(*) FROM signals WHERE {pending()}) AS pending,
+      (SELECT count(*) FROM signals WHERE {ambient_retained()}) AS ambient,
       (SELECT count(*) FROM signals WHERE state = 'claimed') AS claimed,
       (SELECT count(*) FROM signals WHERE state = 'dead') AS dead,
       (SELECT count(*) FROM signals WHERE {due(CLAIMABLE, of=None)}) AS due,
       (SELECT EXTRACT(EPOCH FROM now() - created_at) FROM signals
-        WHERE state = 'pending' AND mode <> 'ambient' ORDER BY seq LIMIT 1) AS oldest_pending_s,
+        WHERE {pending()} ORDER BY seq LIMIT 1) AS oldest_pending_s,
       (SELECT EXTRACT(EPOCH FROM now() - max(updated_at)) FROM signals
         WHERE state = 'dead') AS newest_dead_s,
       (SELECT count(*) FROM user_turns WHERE state = 'queued') AS queued_turns,
@@ -65,7 +67,8 @@ _DELEGATES_WITH_BACKLOG = f"""
 
 @dataclass(frozen=True)
 class Counts:
-    pending: int
+    pending: int  # predicates.pending: non-ambient, due or not yet (delayed, backing off)
+    ambient: int  # ambient signals retained (pending, but never waited on)
     claimed: int
     dead: int
     due: int
@@ -112,6 +115,7 @@ def counts(rows: Rows) -> Counts:
     (row,) = rows(_COUNTS)
     return Counts(
         pending=int(row["pending"]),
+        ambient=int(row["ambient"]),
         claimed=int(row["claimed"]),
         dead=int(row["dead"]),
         due=int(row["due"]),
