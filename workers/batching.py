@@ -20,11 +20,12 @@ The worker's prefetch is raised by one for each buffered message (and lowered af
 the buffer can fill whatever ``worker_prefetch_multiplier`` says for the other tasks.
 
 Flower (and any other consumer of Celery's task events) sees every message as Celery's own
-strategy would show it: ``task-received`` when it enters the buffer, ``task-started`` when its
-batch is journaled, then ``task-succeeded`` after its ack, or ``task-rejected`` (bad input,
-``task-failed`` with the reason as the exception) after its reject. Without them a batched
-message would stay PENDING in Flower forever, and the worker's processed count (Flower counts
-``task-received`` events) would stay 0.
+strategy would show it: ``task-received`` (stamped with the time it entered the buffer) and
+``task-started`` when its batch is journaled, then ``task-succeeded`` after its ack, or
+``task-failed`` (the reason as the exception) and ``task-rejected`` after its reject. Without
+them a batched message would stay PENDING in Flower forever, and the worker's processed count
+(Flower counts ``task-received`` events) would stay 0. They are sent at journaling time, not as
+each message arrives, so the buffer fills at the broker's pace.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class _Held:
     # Whether the prefetch was raised for it (only up to a batch of held messages: while the stores
     # are down the buffer stops growing at the worker's ordinary prefetch).
     counted: bool
+    received: float = 0.0  # when it entered the buffer (time.time(): the task-received event's)
     started: float | None = None  # when its batch began to be journaled (task-started)
 
 
@@ -105,10 +107,30 @@ def buffered_publish(
         if item.counted:
             consumer.qos.decrement_eventually()
 
+    def received(message: Any, task_id: str, at: float) -> None:
+        headers = message.headers
+        event(
+            "task-received",
+            task_id,
+            name=task.name,
+            args=headers.get("argsrepr", ""),
+            kwargs=headers.get("kwargsrepr", ""),
+            root_id=headers.get("root_id"),
+            parent_id=headers.get("parent_id"),
+            retries=headers.get("retries", 0),
+            eta=None,
+            expires=None,
+            timestamp=at,
+        )
+
     def journal(batch: list[_Held]) -> None:
+        # The received and started events of a batch are sent when it is journaled, not as each
+        # message arrives: the buffer fills at the broker's pace, with nothing else on the way
+        # (received carries the arrival time).
         for item in batch:
             if item.started is None:
                 item.started = time.monotonic()
+                received(item.message, item.task_id, item.received)
                 event("task-started", item.task_id)
         drafts: list[tuple[_Held, SignalDraft]] = []
         for item in batch:
@@ -152,25 +174,13 @@ def buffered_publish(
         message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **_: Any
     ) -> None:
         task_id = message.headers.get("id", "")
-        headers = message.headers
-        event(
-            "task-received",
-            task_id,
-            name=task.name,
-            args=headers.get("argsrepr", ""),
-            kwargs=headers.get("kwargsrepr", ""),
-            root_id=headers.get("root_id"),
-            parent_id=headers.get("parent_id"),
-            retries=headers.get("retries", 0),
-            eta=None,
-            expires=None,
-        )
         try:
             raw = _signal_of(message)
         except Exception as error:
             reject(logger, errors, False)
             logs.emit("rejected", field="signal", reason=str(error)[:200], via="celery")
             logger.warning("Task %s[%s] reject requeue=False: %s", task.name, task_id, error)
+            received(message, task_id, time.time())
             event("task-failed", task_id, exception=f"SignalError({str(error)[:200]!r})")
             event("task-rejected", task_id, requeue=False)
             return
@@ -179,7 +189,7 @@ def buffered_publish(
         counted = len(held) < batch_size
         if counted:
             consumer.qos.increment_eventually()  # built after the strategies
-        held.append(_Held(message, ack, reject, task_id, raw, counted))
+        held.append(_Held(message, ack, reject, task_id, raw, counted, time.time()))
         if len(held) >= batch_size:
             for entry in scheduled:
                 entry.cancel()
