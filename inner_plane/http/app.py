@@ -52,6 +52,7 @@ from inner_plane.sources.intake import (
     client_of,
     path_of,
     read_body,
+    refuse_known_throttled,
 )
 
 
@@ -252,6 +253,8 @@ def create_app(
         openapi_extra={"requestBody": PUBLISH_BODY, "parameters": [IDEMPOTENCY_PARAMETER]},
     )
     async def post_signals(request: Request) -> Response:
+        client = client_of(request)
+        refuse_known_throttled(request, client)
         admitted = None
         if bearer(request):
             # A token does not cover the body: the caller is proven before it is read.
@@ -262,7 +265,7 @@ def create_app(
                 path_of(request),
                 request.headers,
                 b"",
-                client_of(request),
+                client,
                 limiter=publish_threads(),
             )
         body = await read_body(request, max_body_bytes)
@@ -273,7 +276,7 @@ def create_app(
             path_of(request),
             request.headers,
             body,
-            client_of(request),
+            client,
             admitted,
         )
         return await anyio.to_thread.run_sync(publish, limiter=publish_threads())
@@ -285,6 +288,7 @@ def create_app(
         responses=errors.STATUS_ERRORS,
     )
     async def get_signal(signal_id: str, request: Request) -> Response:
+        refuse_known_throttled(request, client_of(request))
         payload = await run_in_threadpool(
             status_request,
             runtime_factory,

@@ -25,7 +25,14 @@ from inner_plane.journal.processors import Processor
 from inner_plane.mcp_adapter.tools import build_server
 from inner_plane.runtime import Runtime
 from inner_plane.sources.errors import ApiError, unauthorized
-from inner_plane.sources.intake import authorized, bearer, client_of, path_of, read_body
+from inner_plane.sources.intake import (
+    authorized,
+    bearer,
+    client_of,
+    path_of,
+    read_body,
+    refuse_known_throttled,
+)
 from inner_plane.sources.streams import process_slots
 
 PATH = "/mcp"
@@ -53,6 +60,7 @@ class _Authenticated:
             request.headers,
         )
         try:
+            refuse_known_throttled(request, client_of(request))
             if bearer(request):
                 # A token does not cover the body: the caller is proven before it is read.
                 _, processor = await run_in_threadpool(check, b"", client_of(request))
