@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute
 from inner_plane.config import load_settings
 from inner_plane.http import guards, metrics, operator_api, ui
 from inner_plane.http.live_feed import LiveFeed
-from inner_plane.http.operator_auth import OperatorGate
+from inner_plane.http.operator_auth import COOKIE, OperatorGate
 from inner_plane.http.schemas import (
     ExternalSignal,
     Health,
@@ -52,7 +52,6 @@ from inner_plane.sources.intake import (
     client_of,
     path_of,
     read_body,
-    refuse_known_throttled,
 )
 
 
@@ -254,7 +253,6 @@ def create_app(
     )
     async def post_signals(request: Request) -> Response:
         client = client_of(request)
-        refuse_known_throttled(request, client)
         admitted = None
         if bearer(request):
             # A token does not cover the body: the caller is proven before it is read.
@@ -288,7 +286,6 @@ def create_app(
         responses=errors.STATUS_ERRORS,
     )
     async def get_signal(signal_id: str, request: Request) -> Response:
-        refuse_known_throttled(request, client_of(request))
         payload = await run_in_threadpool(
             status_request,
             runtime_factory,
@@ -321,6 +318,7 @@ def create_app(
         any_host=not is_loopback(bind),
     )
     app.add_middleware(ui.SecurityHeaders)
+    app.add_middleware(guards.ThrottledShortcut, session_cookie=COOKIE)
     app.add_middleware(guards.UnexpectedErrors)
 
     for route, _ in mounts:

@@ -31,6 +31,7 @@ from inner_plane import logs
 from inner_plane.operators import is_loopback
 from inner_plane.sources import errors
 from inner_plane.sources.errors import ApiError, AsciiJSONResponse
+from inner_plane.sources.intake import client_of, refuse_known_throttled
 
 LOG_WINDOW_S = 60.0
 # The distinct errors remembered for rate-limiting (an attacker cannot grow it without bound).
@@ -127,6 +128,35 @@ class UnexpectedErrors:
 
 def _bounded(text: str) -> str:
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
+
+
+# --- throttled addresses ---------------------------------------------------------------------
+
+
+class ThrottledShortcut:
+    """Refuse (429) at once a request from an address this process knows is over its failure
+    limit, before routing, validation or a worker thread: a storm of bad credentials then costs
+    the server little more than parsing each request. Not for ``/healthz``, a live session
+    (proven in Redis, by the route) or a token this process verified before (a client sharing
+    the address with an attacker keeps working)."""
+
+    def __init__(
+        self, app: ASGIApp, session_cookie: str, open_paths: Iterable[str] = ("/healthz",)
+    ) -> None:
+        self.app = app
+        self.session_cookie = session_cookie
+        self.open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in self.open_paths:
+            request = Request(scope)
+            if self.session_cookie not in request.cookies:
+                try:
+                    refuse_known_throttled(request, client_of(request))
+                except ApiError as refusal:
+                    await refusal.response()(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
 # --- Host --------------------------------------------------------------------------------------

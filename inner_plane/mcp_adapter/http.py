@@ -31,7 +31,6 @@ from inner_plane.sources.intake import (
     client_of,
     path_of,
     read_body,
-    refuse_known_throttled,
 )
 from inner_plane.sources.streams import process_slots
 
@@ -60,7 +59,6 @@ class _Authenticated:
             request.headers,
         )
         try:
-            refuse_known_throttled(request, client_of(request))
             if bearer(request):
                 # A token does not cover the body: the caller is proven before it is read.
                 _, processor = await run_in_threadpool(check, b"", client_of(request))

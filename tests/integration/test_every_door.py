@@ -177,6 +177,28 @@ def test_a_rotating_x_forwarded_for_does_not_escape_the_throttle(
     assert not runtime.redis.keys("*authfail:10.1.*")
 
 
+def test_a_known_token_passes_while_its_address_is_throttled(
+    runtime: Runtime, client: TestClient
+) -> None:
+    _, token = processors.add(runtime, "ci", kinds=["external.ci.*"])
+    published = client.post(
+        "/v1/signals",
+        json={"kind": "external.ci.done"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert published.status_code == 201, published.text
+    for n in range(runtime.settings.auth_failures_per_minute + 5):
+        client.post("/v1/signals", json={}, headers={"Authorization": f"Bearer ipt.ci.bad-{n}"})
+    refused = client.get(f"/v1/signals/{uuid.uuid4()}", headers={"Authorization": "Bearer x.y"})
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+    again = client.post(
+        "/v1/signals",
+        json={"kind": "external.ci.again"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert again.status_code == 201, again.text
+
+
 def test_behind_a_trusted_proxy_the_right_most_untrusted_hop_is_the_client(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch, one_window: None
 ) -> None:
