@@ -62,6 +62,26 @@ class WhenTimersDue(schedule):
         return schedstate(due, float(self.seconds))  # run_every, in seconds
 
 
+def notifications_due() -> bool:
+    """Whether a message held for the end of a person's quiet hours is due now: beat sends the
+    outbox sweep only then (an idle check is one indexed query, no message)."""
+    from inner_plane.journal.lane.notifications import any_due
+    from inner_plane.runtime import get_runtime
+
+    return any_due(get_runtime().engine)
+
+
+class WhenNotificationsDue(schedule):
+    """Checked every ``run_every``; due only when a held message is (fails open)."""
+
+    def is_due(self, last_run_at: Any) -> schedstate:
+        try:
+            due = notifications_due()
+        except Exception:
+            due = True
+        return schedstate(due, float(self.seconds))
+
+
 def _periodic(task: str, every_s: float, when: Any = None) -> dict[str, Any]:
     return {
         "task": task,
@@ -82,6 +102,11 @@ def celery_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         ),
         "lane-sweep": _periodic(names.SWEEP_TASK, settings.sweep_interval_s),
         "journal-retention": _periodic(names.RETENTION_TASK, settings.retention_interval_s),
+        "notify-outbox": _periodic(
+            names.NOTIFY_OUTBOX_TASK,
+            settings.notify_outbox_interval_s,
+            WhenNotificationsDue(settings.notify_outbox_interval_s),
+        ),
     }
 
 

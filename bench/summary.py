@@ -54,6 +54,7 @@ BENCHES = (
     "cli",
     "growth",
     "capacity",
+    "chaos",
 )
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
@@ -92,6 +93,9 @@ TARGETS = (
     Target("capacity", "signals_per_s_per_signals_worker", None),
     Target("capacity", "activations_per_s_per_activation_worker", None),
     Target("capacity", "journal_bytes_per_1000_signals", None),
+    # Issue 31: a killed holder's claims without new traffic; the plane after `pg_ctl restart`.
+    Target("chaos", "claims_recovered_after_kill_p99_s", 10.0, higher_is_better=False),
+    Target("chaos", "plane_back_after_pg_restart_s", 30.0, higher_is_better=False),
 )
 
 

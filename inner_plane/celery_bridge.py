@@ -33,6 +33,7 @@ USER_TURN_TASK = "inner_plane.user_turn"
 SWEEP_TASK = "inner_plane.sweep"
 TIMERS_TICK_TASK = "inner_plane.timers_tick"
 RETENTION_TASK = "inner_plane.retention"
+NOTIFY_OUTBOX_TASK = "inner_plane.notify_outbox"
 REPORT_TASK_TASK = "inner_plane.report_task"
 
 

@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     notify_webhook_secret: str | None = None
     notify_webhook_attempts: int = Field(default=4, ge=1, le=10)
     notify_timeout_s: float = Field(default=10.0, gt=0)
+    # How often beat sends the outbox sweep: messages held for the end of a person's quiet
+    # hours go out within this many seconds of it.
+    notify_outbox_interval_s: float = Field(default=5.0, gt=0)
 
     # Operator endpoints started by `inner-plane up`.
     flower_port: int = Field(default=5555, ge=1, le=65535)
@@ -162,6 +165,10 @@ class Settings(BaseSettings):
     # Serve the interactive API docs (/docs, /redoc); the OpenAPI document itself is always
     # at /openapi.json.
     api_docs: bool = False
+    # The conversation API (docs/conversation.md): turns one delegate's person may send per
+    # minute (429 past it), and the longest message a turn may hold, in characters (413).
+    chat_turns_per_minute: int = Field(default=30, ge=1)
+    chat_max_text: int = Field(default=16_000, ge=1, le=100_000)
 
     @field_validator("database_url")
     @classmethod

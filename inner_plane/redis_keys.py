@@ -82,3 +82,14 @@ def principal_sessions(principal: str) -> str:
     """Set of the session digests of one principal (``operator:NAME``, ``person:ID``), so that
     revoking the principal ends every one of them."""
     return f"{PREFIX}sessions:{principal}"
+
+
+def conversation_deltas(delegate_id: str) -> str:
+    """Pub/sub channel of a delegate's reply being written (text deltas, and ``aborted`` when
+    a reply stops unfinished): ephemeral, the durable reply is the journal's."""
+    return f"{PREFIX}conversation:deltas:{delegate_id}"
+
+
+def turn_rate(delegate_id: str, window: int) -> str:
+    """Turns a delegate's person sent in one rate-limit window (the conversation API)."""
+    return f"{PREFIX}turnrate:{delegate_id}:{window}"

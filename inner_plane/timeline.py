@@ -32,13 +32,15 @@ LABELS = {
     events.CONTEXT_USAGE: "Inner Plane: context.usage",
     events.CONTEXT_COMPACTED: "Inner Plane: context.compacted",
     events.CONTEXT_CAPSULE: "Inner Plane: context.capsule",
+    events.QUESTION_ASKED: "Question to the person",
 }
+ANSWER_LABEL = "User, answering question {id}"
 
 
 def _role(event_type: str) -> str:
     if event_type == events.USER_MESSAGE:
         return "user"
-    if event_type == events.ASSISTANT_MESSAGE:
+    if event_type in (events.ASSISTANT_MESSAGE, events.QUESTION_ASKED):
         return "assistant"
     if event_type in (events.TOOL_CALL, events.TOOL_RESULT):
         return "tool"
@@ -97,7 +99,16 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
         )
     if event_type == events.CONTEXT_CAPSULE:
         return str(payload.get("status") or "")
+    if event_type == events.QUESTION_ASKED:
+        return f"about {payload.get('about')}: {payload.get('text')}"
     return ""
+
+
+def _label(event_type: str, payload: dict[str, Any]) -> str:
+    """The entry's label; a user's answer names the question it answers (the pair)."""
+    if event_type == events.USER_MESSAGE and payload.get("in_reply_to"):
+        return ANSWER_LABEL.format(id=str(payload["in_reply_to"])[:36])
+    return LABELS.get(event_type, f"Inner Plane: {event_type}")
 
 
 def _tool_name(payload: dict[str, Any]) -> str:
@@ -141,7 +152,7 @@ def entry(record: events.TimelineRecord) -> TimelineEntry:
         seq=record["seq"],
         at=record["created_at"],
         type=event_type,
-        label=LABELS.get(event_type, f"Inner Plane: {event_type}"),
+        label=_label(event_type, payload),
         role=_role(event_type),
         summary=summary(event_type, payload),
         activation_id=record["activation_id"],

@@ -72,6 +72,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             names.SWEEP_TASK: {"queue": names.PERIODIC_QUEUE},
             names.TIMERS_TICK_TASK: {"queue": names.PERIODIC_QUEUE},
             names.RETENTION_TASK: {"queue": names.PERIODIC_QUEUE},
+            names.NOTIFY_OUTBOX_TASK: {"queue": names.PERIODIC_QUEUE},
         },
         # Periodic work (timer tick, sweeper, retention) lives in beat_schedule/.
         beat_schedule=celery_beat_schedule(settings),

@@ -38,6 +38,8 @@ class UserMessage:
     text: str
     channel: str
     turn_id: uuid.UUID
+    # The question (``questions.id``) this message answers, if the person said so.
+    in_reply_to: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)

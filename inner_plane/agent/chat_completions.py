@@ -97,6 +97,7 @@ class ChatCompletionsAgent(ToolLoopAgent):
                 delta = choice.delta
                 if delta.content:
                     content.append(delta.content)
+                    state.text_delta(delta.content)
                 extra_fields = delta.model_extra or {}
                 thought = extra_fields.get("reasoning_content") or extra_fields.get("reasoning")
                 if isinstance(thought, str):

@@ -145,7 +145,9 @@ class OpenAIResponsesAgent(ToolLoopAgent):
         opener = self.client.responses.create
         for event in stream_events(lambda: opener(**request), state.guard):
             kind = getattr(event, "type", "")
-            if kind == "response.output_item.done":
+            if kind == "response.output_text.delta":
+                state.text_delta(event.delta)
+            elif kind == "response.output_item.done":
                 done_items[event.output_index] = event.item.model_dump(
                     exclude_none=True, mode="json"
                 )

@@ -26,6 +26,11 @@ class StepGuard(Protocol):
     def effect_key(self, step: int) -> str:
         """Idempotency key for an external effect of this activation's step."""
 
+    def reply_text(self, part: int, text: str) -> None:
+        """A piece of the reply while the model writes it (``part``: the model call it belongs
+        to, counted from 1). Ephemeral: the lane shows it to the person only for an activation
+        answering their turn; the reply of record is the result's."""
+
 
 class Composer(Protocol):
     def compose(self, activation: Activation) -> WorkingContext: ...

@@ -2,7 +2,7 @@
 
 Configured by a JSON script (``INNER_PLANE_AGENT_SCRIPT`` for worker processes):
 ``{"steps": 2, "step_s": 0.1, "fail_kinds": ["test.poison"], "disposition": "acted",
-"reply": "ok", "fail_while": "/tmp/flag", "user_turn_steps": 0,
+"reply": "ok", "reason": "why", "fail_while": "/tmp/flag", "user_turn_steps": 0,
 "calls": [{"name": "set_timer", "arguments": {"purpose": "p", "every_s": 60}}]}``
 (``fail_while``: fail only while that file exists; ``user_turn_steps``: the steps of a user
 turn, if not ``steps``; ``calls``: tool calls made through the plane's tool registry, one at the
@@ -49,6 +49,8 @@ class ScriptedAgent:
         fail_while = script.get("fail_while")
         self.fail_while = None if fail_while is None else Path(fail_while)
         self.disposition = Disposition(script.get("disposition", "acted"))
+        # The settlements' reason (for needs_input: the question put to the person).
+        self.reason = str(script.get("reason", "scripted"))
         self.reply = script.get("reply")
         self.seen: list[WorkingContext] = []
 
@@ -73,7 +75,7 @@ class ScriptedAgent:
             raise ScriptFailure(f"scripted failure for {', '.join(sorted(set(failing)))}")
         return AgentResult(
             settlements={
-                signal_id: Settlement(self.disposition, "scripted")
+                signal_id: Settlement(self.disposition, self.reason)
                 for signal_id in context.rendered_signal_ids
             },
             reply=self.reply,

@@ -82,6 +82,13 @@ class RunState:
     decision: str = ""
     # Adapter-specific state across steps (e.g. the Responses API's previous_response_id).
     chain: dict[str, Any] = field(default_factory=dict)
+    # The model call now streaming, counted from 1 over the run (retries and steps alike).
+    part: int = 0
+
+    def text_delta(self, text: str) -> None:
+        """The adapter's callback for reply text as it streams (see StepGuard.reply_text)."""
+        if text:
+            self.guard.reply_text(self.part, text)
 
     def result(self) -> AgentResult:
         usage = dict(self.usage)
@@ -194,9 +201,13 @@ class ToolLoopAgent:
         return state.result()
 
     def _call(self, state: RunState, step: int) -> StepReply:
+        def attempt() -> StepReply:
+            state.part += 1
+            return self.model_step(state, step)
+
         while True:
             try:
-                return state.policy.run(step, lambda: self.model_step(state, step), state.guard)
+                return state.policy.run(step, attempt, state.guard)
             except ContextTooLong as error:
                 record = compact(state.segments, step, str(error))
                 if record is None:

@@ -5,6 +5,11 @@ Working context, in order: the prompt instructions (system), standing memories, 
 signals found by the same cue, the inner-context envelope of the claimed signals (all developer
 messages), then the conversation's recent messages and the user's message (user role: only what
 the person wrote). Inner signals never appear in a user-role item.
+
+The time is given in the person's zone when the delegate has a person (``people``), else in
+``INNER_PLANE_DELEGATE_TIMEZONE``. A user message that answers a question (``in_reply_to``) is
+preceded by the question and the signal it was about (a developer item, fenced like the
+envelope), so the model knows what "yes, do it" refers to.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from inner_plane.journal.conversation.context import snapshot as context_snapsho
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.memories import MemoryRecord, RecalledMemory
 from inner_plane.journal.operator import live
+from inner_plane.journal.people import questions
+from inner_plane.journal.people.people import PeopleJournal
 from inner_plane.journal.signals.ambient import AmbientSignal
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
@@ -62,6 +69,13 @@ AMBIENT_HEADER = (
     "only; do not settle). Fences use token {token}."
 )
 OMITTED = "  (content omitted for size; it returns to pending: do not settle)"
+ANSWER_HEADER = (
+    "THE PERSON'S MESSAGE BELOW ANSWERS A QUESTION YOU ASKED THEM (question {id}, about {about})."
+    " Your question, then the signal it was about, as data (fences use token {token}; this "
+    "signal is settled already: do not settle it again):"
+)
+# What the question's signal may take of the context: it is shown whole when it fits.
+ANSWER_SIGNAL_TOKENS = 1_500
 
 
 def load_instructions(path: Path | None) -> str:
@@ -154,6 +168,7 @@ class _Fixed:
     header: str
     labels: list[str]
     user_text: str | None
+    answer_text: str | None = None  # the question the user's message answers, with its signal
 
 
 class ContextComposer:
@@ -168,23 +183,26 @@ class ContextComposer:
     ) -> None:
         settings = runtime.settings
         self.engine = runtime.engine
+        self.signals = runtime.signals
         self.instructions = instructions or load_instructions(settings.instructions_file)
         self.budget = budget_tokens or settings.context_budget_tokens
         self.zone = zoneinfo.ZoneInfo(timezone or settings.delegate_timezone)
         self.limits = limits or Limits()
 
     def compose(self, activation: Activation) -> WorkingContext:
-        local_now = activation.now.astimezone(self.zone)
+        zone, whose = self._zone_of(activation.delegate_id)
+        local_now = activation.now.astimezone(zone)
         words = cue_words(activation, local_now)
         _announce_retrieval(self.engine, activation, words)
         found = self._read(activation, words)
         token = fence.new_token()
         signals = sorted(activation.signals, key=lambda s: (-s.priority, s.created_at, str(s.id)))
         fixed = _Fixed(
-            time_text=self._time_text(activation, local_now),
+            time_text=self._time_text(activation, local_now, zone, whose),
             header=ENVELOPE_PREAMBLE.format(token=token),
             labels=[signal_label(i, s) for i, s in enumerate(signals, 1)],
             user_text=None if activation.user_message is None else activation.user_message.text,
+            answer_text=self._answer_text(activation, token),
         )
         mandatory = self._mandatory(fixed, found, token)
         pieces, cut = self._pieces(signals, found, token, mandatory)
@@ -268,12 +286,50 @@ class ContextComposer:
             history=[r for r in found.history if turn_id is None or r["turn_id"] != turn_id],
         )
 
-    def _time_text(self, activation: Activation, local_now: datetime) -> str:
+    def _zone_of(self, delegate_id: str) -> tuple[zoneinfo.ZoneInfo, str]:
+        """The person's zone if the delegate has a person, else the configured one."""
+        person = PeopleJournal(self.engine).get(delegate_id)
+        if person is not None:
+            try:
+                return zoneinfo.ZoneInfo(person.time_zone), "the person's"
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                # A zone the system's tz database no longer knows: never fail the activation.
+                logs.emit("person_zone_unknown", delegate=delegate_id, zone=person.time_zone[:64])
+        return self.zone, "the delegate's"
+
+    def _time_text(
+        self, activation: Activation, local_now: datetime, zone: zoneinfo.ZoneInfo, whose: str
+    ) -> str:
         return (
             f"CURRENT TIME: {activation.now.astimezone(UTC).isoformat()} (UTC); "
-            f"{local_now:%A %Y-%m-%d %H:%M} {local_now.tzname()} in the delegate's time zone "
-            f"({self.zone.key})."
+            f"{local_now:%A %Y-%m-%d %H:%M} {local_now.tzname()} in {whose} time zone "
+            f"({zone.key})."
         )
+
+    def _answer_text(self, activation: Activation, token: str) -> str | None:
+        """The question the user's message answers and its signal, fenced; None if it answers
+        none."""
+        message = activation.user_message
+        if message is None or message.in_reply_to is None:
+            return None
+        question = questions.get(self.engine, message.in_reply_to)
+        if question is None or question.delegate_id != activation.delegate_id:
+            return None
+        header = ANSWER_HEADER.format(
+            id=question.id, about=fence.encode_text(question.about, 200), token=token
+        )
+        asked = fence.fenced(token, "question", fence.encode_text(question.text, 2_000))
+        signal = self.signals.get(question.signal_id)
+        if signal is None:
+            about = f"(signal {question.signal_id} is no longer in the journal)"
+        else:
+            label = (
+                f"signal id={signal.id} kind={fence.label(signal.kind)} "
+                f"source={fence.label(signal.source)} trust={signal.trust.value}"
+            )
+            block = _signal_block(token, signal, ANSWER_SIGNAL_TOKENS).text
+            about = f"[{label}]\n{block}"
+        return f"{header}\n{asked}\n{about}"
 
     def _mandatory(self, fixed: _Fixed, found: _Found, token: str) -> int:
         mandatory = estimate(self.instructions) + estimate(fixed.time_text) + 2 * ITEM_OVERHEAD
@@ -282,6 +338,8 @@ class ContextComposer:
             mandatory += sum(estimate(label) + estimate(OMITTED) + 2 for label in fixed.labels)
         if fixed.user_text is not None:
             mandatory += estimate(fixed.user_text) + ITEM_OVERHEAD
+        if fixed.answer_text is not None:
+            mandatory += estimate(fixed.answer_text) + ITEM_OVERHEAD
         headers = (
             (STANDING_HEADER, found.standing),
             (RECALL_HEADER, found.recalled),
@@ -367,6 +425,8 @@ class ContextComposer:
         for piece in kept.get("conversation", []):
             role = "user" if piece.payload["type"] == conversation.USER_MESSAGE else "assistant"
             items.append(ContextItem(role, piece.text, "conversation"))
+        if fixed.answer_text is not None:
+            items.append(ContextItem("developer", fixed.answer_text, "answered_question"))
         if fixed.user_text is not None:
             items.append(ContextItem("user", fixed.user_text, "user"))
         return items, rendered, envelope

@@ -28,7 +28,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import guards, metrics, operator_api, ui
+from inner_plane.http import chat_page, conversation_api, guards, metrics, operator_api, ui
+from inner_plane.http.conversation_auth import AuthenticatePerson, ConversationGate
+from inner_plane.http.conversation_stream import ConversationStreams
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import COOKIE, OperatorGate
 from inner_plane.http.schemas import (
@@ -42,7 +44,7 @@ from inner_plane.journal.processors import Processor
 from inner_plane.operators import is_loopback
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import Signal, SignalError
-from inner_plane.sources import auth, errors, grants
+from inner_plane.sources import auth, errors, grants, person_auth
 from inner_plane.sources.errors import ApiError, AsciiJSONResponse
 from inner_plane.sources.intake import (
     JOURNAL_DOWN,
@@ -172,9 +174,11 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     mounts: Sequence[Mount] = (),
     bind_host: str | None = None,
+    authenticate_person: AuthenticatePerson = person_auth.authenticate_person,
 ) -> FastAPI:
     """The API. ``bind_host`` is where the server listens (default: INNER_PLANE_API_HOST):
-    off loopback, even reads need an operator credential."""
+    off loopback, even reads need an operator credential. ``authenticate_person`` proves a
+    person token (the conversation API and the chat page; tests may give another)."""
     settings = load_settings()
     gate = OperatorGate(runtime_factory, bind_host or settings.api_host)
     feeds: list[LiveFeed] = []
@@ -197,6 +201,9 @@ def create_app(
             feeds.append(LiveFeed(runtime.database_url, runtime.engine))
         return feeds[0]
 
+    streams = ConversationStreams(runtime_factory, feed)
+    conversation_gate = ConversationGate(runtime_factory, authenticate_person)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         try:
@@ -205,6 +212,7 @@ def create_app(
                     await stack.enter_async_context(mounted_lifespan())
                 yield
         finally:
+            await streams.close()
             for started in feeds:
                 await run_in_threadpool(started.stop)
 
@@ -215,7 +223,8 @@ def create_app(
             "External processors publish inner signals to a delegate. Authenticate with "
             "`Authorization: Bearer <token>` or HMAC-SHA256 request signing "
             "(X-Inner-Plane-Processor, X-Inner-Plane-Timestamp, X-Inner-Plane-Signature). "
-            "See docs/sources.md."
+            "See docs/sources.md. A person talks to their delegate under "
+            "/v1/delegates/{id}/conversation (docs/conversation.md)."
         ),
         lifespan=lifespan,
         # The interactive docs load their assets from a CDN: off unless asked for.
@@ -298,7 +307,9 @@ def create_app(
 
     # After the processors' routes: a request is matched against the routes in order, and a
     # publication should not first be tried against every operator and UI route.
+    app.include_router(conversation_api.build_router(runtime_factory, conversation_gate, streams))
     app.include_router(operator_api.build_router(runtime_factory, gate, feed))
+    app.include_router(chat_page.build_router(runtime_factory, authenticate_person))
     app.include_router(ui.build_router(runtime_factory, gate))
     app.include_router(metrics.build_router(runtime_factory))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
@@ -346,11 +357,19 @@ def create_app(
                     "description": "An operator token (`inner-plane operators add`), or the "
                     "UI's session cookie; never a processor's credential",
                 },
+                "person": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A person token of the delegate (`inner-plane delegates "
+                    "token NAME`), or the chat page's session cookie",
+                },
             }
             for path, operations in schema["paths"].items():
                 if path.startswith("/v1/"):
                     for operation in operations.values():
-                        if "operator" in operation.get("tags", []):
+                        if "conversation" in operation.get("tags", []):
+                            operation["security"] = [{"person": []}, {"operator": []}]
+                        elif "operator" in operation.get("tags", []):
                             operation["security"] = [{"operator": []}]
                         else:
                             operation["security"] = [{"bearer": []}, {"hmac": []}]

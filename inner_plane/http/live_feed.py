@@ -35,6 +35,7 @@ KEEPALIVE_S = 15.0
 # A notified event not visible yet (an older transaction still runs): look again soon.
 REPOLL_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 PENDING_GIVE_UP_S = 60.0
+RESET = "reset"  # what :meth:`LiveFeed.follow` yields when the log lost what a client missed
 
 
 @dataclass(eq=False)
@@ -145,6 +146,43 @@ class LiveFeed:
 
     # --- one stream ----------------------------------------------------------------------------
 
+    async def follow(
+        self, sub: Subscription, start: Position | None
+    ) -> AsyncIterator[LiveEvent | str | None]:
+        """Every event after ``start`` (or, without one, after the moment ``sub`` joined), in
+        log order; ``RESET`` first when part of what the client missed is past retention, and
+        None every KEEPALIVE_S without an event (the caller's moment to check its client). Ends
+        when the feed stops. Subscribe before the response starts, so that a client that has
+        its headers misses nothing written after."""
+        # A client ahead of this process's reader (it read from another API process) skips
+        # what it has; one behind first reads the log from where it stopped.
+        position = sub.joined_at if start is None else max(start, sub.joined_at)
+        if start is not None and start < sub.joined_at:
+            position = start
+            oldest = await run_in_threadpool(self._oldest_id)
+            if start.id + 1 < oldest:
+                yield RESET
+            while True:
+                events = await run_in_threadpool(self._page, position)
+                for event in events:
+                    position = event.position
+                    yield event
+                if len(events) < 500:
+                    break
+        while True:
+            try:
+                batch = await asyncio.wait_for(sub.queue.get(), KEEPALIVE_S)
+            except TimeoutError:
+                yield None
+                continue
+            if batch is None:
+                return
+            for event in batch:
+                if event.position <= position:
+                    continue
+                position = event.position
+                yield event
+
     async def stream(
         self,
         sub: Subscription,
@@ -152,41 +190,20 @@ class LiveFeed:
         wanted: Callable[[LiveEvent], bool],
         disconnected: Callable[[], object],
     ) -> AsyncIterator[str]:
-        """SSE text: every event after ``start`` (or, without one, after the moment ``sub``
-        joined) that ``wanted`` accepts. Subscribe before the response starts, so that a client
-        that has its headers misses nothing written after."""
+        """SSE text of :meth:`follow`'s events that ``wanted`` accepts."""
         try:
             yield "retry: 1000\n\n"
-            # A client ahead of this process's reader (it read from another API process) skips
-            # what it has; one behind first reads the log from where it stopped.
-            position = sub.joined_at if start is None else max(start, sub.joined_at)
-            if start is not None and start < sub.joined_at:
-                position = start
-                oldest = await run_in_threadpool(self._oldest_id)
-                if start.id + 1 < oldest:
-                    # Part of what the client missed is past retention: tell it to reload.
-                    yield format_event("reset", position.token(), {"reason": "retention"})
-                while True:
-                    events = await run_in_threadpool(self._page, position)
-                    for event in events:
-                        position = event.position
-                        if wanted(event):
-                            yield format_event(event.topic, position.token(), event.public())
-                    if len(events) < 500:
-                        break
-            while True:
-                try:
-                    batch = await asyncio.wait_for(sub.queue.get(), KEEPALIVE_S)
-                except TimeoutError:
+            position = start
+            async for event in self.follow(sub, start):
+                if event is None:
                     if await _call(disconnected):
                         return
                     yield ": keepalive\n\n"
-                    continue
-                if batch is None:
-                    return
-                for event in batch:
-                    if event.position <= position:
-                        continue
+                elif isinstance(event, str):
+                    # Part of what the client missed is past retention: tell it to reload.
+                    token = "0.0" if position is None else position.token()
+                    yield format_event("reset", token, {"reason": "retention"})
+                else:
                     position = event.position
                     if wanted(event):
                         yield format_event(event.topic, position.token(), event.public())

@@ -21,7 +21,11 @@ from starlette.types import Receive, Scope, Send
 from inner_plane.http.live_feed import LiveFeed, wanted_by
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.operator_calls import OPERATOR_ERRORS, OperatorCalls
-from inner_plane.http.operator_delegates import add_activation_routes, add_delegate_routes
+from inner_plane.http.operator_delegates import (
+    add_activation_routes,
+    add_delegate_routes,
+    add_person_routes,
+)
 from inner_plane.http.operator_signals import add_signal_routes
 from inner_plane.http.operator_timers_memories import add_memory_routes, add_timer_routes
 from inner_plane.journal.operator.live import Position
@@ -37,6 +41,7 @@ def build_router(
     router = APIRouter(prefix="/v1", tags=["operator"], responses=OPERATOR_ERRORS)
     calls = OperatorCalls(runtime_factory, gate)
     add_delegate_routes(router, calls)
+    add_person_routes(router, calls)
     add_activation_routes(router, calls)
     add_signal_routes(router, calls)
     add_timer_routes(router, calls)

@@ -25,8 +25,10 @@ from inner_plane.http.operator_calls import (
 )
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import reads
+from inner_plane.journal.people import questions
+from inner_plane.people import directory
 from inner_plane.runtime import Runtime
-from inner_plane.sources import errors
+from inner_plane.sources import errors, person_auth
 from inner_plane.sources.errors import ApiError
 
 
@@ -124,6 +126,34 @@ def add_delegate_routes(router: APIRouter, calls: OperatorCalls) -> None:
                 request, lambda rt: delegate_reads.chart_series(rt.engine, delegate_id, minutes)
             )
         )
+
+
+def _person(rt: Runtime, delegate_id: str) -> dict[str, Any] | None:
+    found = directory.get(rt, delegate_id)
+    if found is None:
+        return None
+    return {
+        **found.public(),
+        # Labels and dates only: a token is shown once, at creation, and never stored.
+        "tokens": [token.public() for token in person_auth.tokens_of(rt, delegate_id)],
+        "questions": [q.public() for q in questions.of(rt.engine, delegate_id, limit=20)],
+    }
+
+
+def add_person_routes(router: APIRouter, calls: OperatorCalls) -> None:
+    @router.get(
+        "/delegates/{delegate_id}/person",
+        summary="The person a delegate serves: contact points, time zone, quiet hours",
+        responses=NOT_FOUND,
+    )
+    async def person(request: Request, delegate_id: str) -> Response:
+        """Display name, IANA time zone, email addresses, E.164 phone numbers, webhook,
+        preferred channel and quiet hours; the labels of the person's tokens (never a token or
+        its hash); the latest questions put to them. Set with `inner-plane delegates`."""
+        found = await calls.read(request, lambda rt: _person(rt, delegate_id))
+        if found is None:
+            raise ApiError(404, "not_found", "no person for this delegate")
+        return json_response(found)
 
 
 def add_activation_routes(router: APIRouter, calls: OperatorCalls) -> None:

@@ -30,6 +30,7 @@ from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
 from inner_plane.http.ui_views import charts, entry_view, pretty, signal_view
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import reads
+from inner_plane.people import directory
 from inner_plane.runtime import Runtime
 from inner_plane.sources.auth import Throttled
 from inner_plane.sources.errors import ApiError
@@ -185,8 +186,10 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
             def work(rt: Runtime) -> dict[str, Any]:
                 stored = reads.timeline_events(rt.engine, delegate_id, limit=TIMELINE_PAGE)
                 entries = [entry_view(timeline_view.entry(e)) for e in stored]
+                person = directory.get(rt, delegate_id)
                 return {
                     "delegate": delegate_id,
+                    "person": None if person is None else person.public(),
                     "entries": entries,
                     "last_seq": entries[-1]["seq"] if entries else 0,
                     "older": entries[0]["seq"] if len(entries) == TIMELINE_PAGE else None,

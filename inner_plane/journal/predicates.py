@@ -34,3 +34,8 @@ def due(modes: str = CLAIMABLE, *, of: str | None = ":delegate", alias: str = ""
 # it) waits for the reading transaction to commit. A transaction is fenced when this equals the
 # holder's epoch; compare it in the same statement as the transaction's first write or read.
 FENCED_EPOCH = "(SELECT epoch FROM leases WHERE delegate_id = :delegate FOR SHARE)"
+
+
+# A notification held for the end of the person's quiet hours is due once that time has come
+# (partial index ix_notifications_waiting: ``state = 'waiting'``, on ``not_before``).
+NOTIFICATION_DUE = "state = 'waiting' AND not_before <= now()"

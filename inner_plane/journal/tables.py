@@ -198,6 +198,8 @@ ACTIVATIONS = Table(
         postgresql_where=text("state <> 'running'"),
     ),
     Index("ix_activations_started_at", "started_at"),
+    # Migration 0021_conversation_api: which turns of a page were interrupted.
+    Index("ix_activations_turn", "turn_id", postgresql_where=text("turn_id IS NOT NULL")),
 )
 
 
@@ -220,6 +222,9 @@ USER_TURNS = Table(
     Column("finished_at", DateTime(timezone=True)),
     # The question (``questions.id``) this turn answers, if any (migration 0020_people).
     Column("in_reply_to", UUID(as_uuid=True)),
+    # Migration 0021_conversation_api: a retried POST of the conversation API is one turn.
+    Column("idempotency_key", Text),
+    UniqueConstraint("delegate_id", "idempotency_key"),
     CheckConstraint(f"state IN {USER_TURN_STATES}", name="state"),
     Index(
         "ix_user_turns_queued",

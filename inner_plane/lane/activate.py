@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from inner_plane import logs
-from inner_plane.activation import AgentResult, Preempted, WorkingContext
+from inner_plane.activation import Activation, AgentResult, Preempted, WorkingContext
 from inner_plane.activation.storable import storable_result, storable_text
 from inner_plane.agent.port import BaseAgent, Composer
 from inner_plane.config import Settings
@@ -22,6 +22,7 @@ from inner_plane.journal.lane.leases import LeaseLost, fence
 from inner_plane.lane import finish
 from inner_plane.lane.guard import LaneGuard
 from inner_plane.lane.records import Step, Transaction, activation_fields, log_quarantined
+from inner_plane.lane.reply_stream import ReplyStream
 from inner_plane.outbound.channels import Channel
 from inner_plane.outbound.deliver import contact_on_dispositions
 from inner_plane.runtime import Runtime
@@ -35,7 +36,8 @@ class Activator:
     runtime: Runtime
     agent: BaseAgent
     composer: Composer
-    # Where escalated and needs_input dispositions reach the user (none: nobody).
+    # Where escalated and needs_input dispositions reach a delegate without a person (none:
+    # nobody); a delegate's person is reached on their preferred channel.
     contact_channels: list[Channel]
 
     @property
@@ -54,6 +56,13 @@ class Activator:
         """``transaction``: a fenced transaction of the run; ``closing``: the one that ends the
         activation (it also reads the next due window)."""
         activation = step.activation
+        # Only a reply to the person's turn is streamed to them: a background activation's
+        # text never is.
+        reply = (
+            ReplyStream(self.runtime.redis, activation.delegate_id, activation.id, step.turn_id)
+            if step.turn_id is not None and self.runtime.settings.redis_url is not None
+            else None
+        )
         guard = LaneGuard(
             lambda: single_statement(self.runtime.engine),
             activation.delegate_id,
@@ -62,6 +71,7 @@ class Activator:
             activation.trigger,
             lease_lost,
             yield_hint,
+            reply,
         )
         started = time.monotonic()
         context: WorkingContext | None = None
@@ -76,8 +86,12 @@ class Activator:
             # What a model returned is hostile input: made storable before anything records it.
             result = storable_result(self.agent.run(context, guard))
         except LeaseLost:
+            if reply is not None:
+                reply.aborted("lease_lost")
             raise
         except Preempted as preempted:
+            if reply is not None:
+                reply.aborted("preempted")
             finish.interrupted(
                 closing,
                 step,
@@ -88,6 +102,8 @@ class Activator:
             )
             return
         except Exception as error:  # the agent or composer failed: bounded retry
+            if reply is not None:
+                reply.aborted("failed")
             finish.failed(
                 closing,
                 settings,
@@ -100,19 +116,18 @@ class Activator:
             )
             return
         finish.completed(closing, step, context, result, time.monotonic() - started)
-        if self.contact_channels:
-            try:
-                contact_on_dispositions(
-                    self.runtime,
-                    self.contact_channels,
-                    activation,
-                    result.settlements,
-                    result.reply,
-                )
-            except LeaseLost:
-                raise
-            except Exception as error:  # contact is best effort; the settlement stands
-                logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
+        self._contact(activation, result)
+
+    def _contact(self, activation: Activation, result: AgentResult) -> None:
+        """Best effort: the settlement stands whatever happens here."""
+        try:
+            contact_on_dispositions(
+                self.runtime, self.contact_channels, activation, result.settlements, result.reply
+            )
+        except LeaseLost:
+            raise
+        except Exception as error:
+            logs.emit("notify_failed", delegate=activation.delegate_id, reason=str(error)[:200])
 
     def _compose_isolating(self, step: Step, transaction: Transaction) -> WorkingContext:
         """Compose; if that fails, find the claimed signals that cannot be composed even alone,

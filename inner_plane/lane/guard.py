@@ -15,6 +15,7 @@ from inner_plane.activation import Preempted, Trigger
 from inner_plane.journal.lane.claims import safe_point_check
 from inner_plane.journal.lane.leases import LeaseLost, Leases
 from inner_plane.lane.decide import preemption
+from inner_plane.lane.reply_stream import ReplyStream
 from inner_plane.runtime import Runtime
 
 IDLE_EXIT_S = 60.0
@@ -102,8 +103,10 @@ class LaneGuard:
         trigger: Trigger,
         lease_lost: threading.Event,
         yield_hint: threading.Event | None = None,
+        reply: ReplyStream | None = None,
     ) -> None:
         self.transaction = transaction
+        self.reply = reply  # the person's stream of the reply (user turns only)
         self.delegate_id = delegate_id
         self.epoch = epoch
         self.activation_id = activation_id
@@ -132,3 +135,7 @@ class LaneGuard:
 
     def effect_key(self, step: int) -> str:
         return f"{self.activation_id}:{step}"
+
+    def reply_text(self, part: int, text: str) -> None:
+        if self.reply is not None:
+            self.reply.text(part, text)

@@ -106,7 +106,9 @@ def open_step(
             epoch=epoch,
             now=window.now,
             signals=tuple(claimed),
-            user_message=None if turn is None else UserMessage(turn.text, turn.channel, turn.id),
+            user_message=None
+            if turn is None
+            else UserMessage(turn.text, turn.channel, turn.id, turn.in_reply_to),
         )
         if turn is None:
             opening = conversation.ACTIVATION_STARTED

@@ -71,5 +71,7 @@ def entry(
         # too showed them as the assistant's when there was no reply).
         body.setdefault("text", activation.user_message.text)
         body.setdefault("channel", activation.user_message.channel)
+        if activation.user_message.in_reply_to is not None:
+            body.setdefault("in_reply_to", str(activation.user_message.in_reply_to))
     turn_id = None if activation.user_message is None else activation.user_message.turn_id
     return conversation.NewEvent(event, body, activation.id, turn_id)

@@ -6,7 +6,7 @@ import uuid
 
 from inner_plane import logs
 from inner_plane.attention.wakes import send_activate
-from inner_plane.journal.lane.user_turns import UserTurns
+from inner_plane.journal.lane.user_turns import UnknownQuestion, UserTurns
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
 
@@ -30,16 +30,33 @@ def validate_user_turn(delegate_id: str, text: str, channel: str) -> None:
 
 
 def user_turn(
-    delegate_id: str, text: str, channel: str = "text", runtime: Runtime | None = None
+    delegate_id: str,
+    text: str,
+    channel: str = "text",
+    runtime: Runtime | None = None,
+    in_reply_to: uuid.UUID | None = None,
+    turn_id: uuid.UUID | None = None,
 ) -> uuid.UUID:
     """Queue a user turn (durably, in Postgres) and wake the lane for it. Any lane run of the
     delegate takes queued user turns before background work, and a running one is told by the
-    journal (lane notices) and yields at its next safe point."""
+    journal (lane notices) and yields at its next safe point. ``in_reply_to`` is the id of a
+    question put to this delegate's person (else SignalError naming ``in_reply_to``, nothing
+    stored). With ``turn_id`` given, a second call with the same id queues nothing and returns
+    the same id."""
     validate_user_turn(delegate_id, text, channel)
     runtime = runtime or get_runtime()
-    turn_id = UserTurns(runtime.engine).queue(delegate_id, channel, text)
-    assert turn_id is not None  # a fresh random id never conflicts
-    logs.emit("user_turn_queued", id=turn_id, delegate=delegate_id, channel=channel)
+    try:
+        queued = UserTurns(runtime.engine).queue(
+            delegate_id, channel, text, turn_id, in_reply_to=in_reply_to
+        )
+    except UnknownQuestion:
+        raise SignalError("in_reply_to", "is not a question to this delegate's person") from None
+    if queued is None:
+        assert turn_id is not None  # only an explicit id can be queued already
+        return turn_id
+    turn_id = queued
+    answering = {} if in_reply_to is None else {"in_reply_to": in_reply_to}
+    logs.emit("user_turn_queued", id=turn_id, delegate=delegate_id, channel=channel, **answering)
     wake_for_user_turn(runtime, delegate_id)
     return turn_id
 

@@ -25,6 +25,7 @@ from inner_plane.config import Settings
 
 SIGNATURE_HEADER = "X-Inner-Plane-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+QUESTION_HEADER = "X-Inner-Plane-Question"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class Message:
     body: str
     idempotency_key: str
     urgency: str = "normal"  # normal, high
+    # Set when the message asks the person something (a needs_input disposition): their answer
+    # comes back as a user turn with in_reply_to = this id.
+    question_id: str | None = None
 
 
 class ChannelError(Exception):
@@ -54,15 +58,18 @@ def message_id(key: str, domain: str) -> str:
 class SmtpChannel:
     name = "email"
 
-    def __init__(self, settings: Settings) -> None:
-        assert settings.notify_smtp_host and settings.notify_smtp_to
+    def __init__(self, settings: Settings, recipients: list[str] | None = None) -> None:
+        """To ``recipients`` (a person's addresses), else to NOTIFY_SMTP_TO."""
+        assert settings.notify_smtp_host and (recipients or settings.notify_smtp_to)
         self.host = settings.notify_smtp_host
         self.port = settings.notify_smtp_port
         self.starttls = settings.notify_smtp_starttls
         self.username = settings.notify_smtp_username
         self.password = settings.notify_smtp_password
         self.sender = settings.notify_smtp_from
-        self.recipients = [r.strip() for r in settings.notify_smtp_to.split(",") if r.strip()]
+        self.recipients = recipients or [
+            r.strip() for r in (settings.notify_smtp_to or "").split(",") if r.strip()
+        ]
         self.timeout = settings.notify_timeout_s
 
     def send(self, message: Message) -> None:
@@ -75,6 +82,8 @@ class SmtpChannel:
         email["Message-ID"] = message_id(message.idempotency_key, domain)
         if message.urgency == "high":
             email["Importance"] = "high"
+        if message.question_id is not None:
+            email[QUESTION_HEADER] = message.question_id
         email.set_content(message.body)
         try:
             with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
@@ -99,9 +108,13 @@ class WebhookChannel:
         settings: Settings,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
+        url: str | None = None,
     ) -> None:
-        assert settings.notify_webhook_url and settings.notify_webhook_secret
-        self.url = settings.notify_webhook_url
+        """To ``url`` (a person's webhook), else to NOTIFY_WEBHOOK_URL; signed with
+        NOTIFY_WEBHOOK_SECRET."""
+        url = url or settings.notify_webhook_url
+        assert url and settings.notify_webhook_secret
+        self.url = url
         self.secret = settings.notify_webhook_secret
         self.attempts = settings.notify_webhook_attempts
         self.timeout = settings.notify_timeout_s
@@ -116,6 +129,7 @@ class WebhookChannel:
                 "body": message.body,
                 "urgency": message.urgency,
                 "idempotency_key": message.idempotency_key,
+                **({} if message.question_id is None else {"question_id": message.question_id}),
             },
             separators=(",", ":"),
         ).encode()
@@ -140,6 +154,49 @@ class WebhookChannel:
                 if answer.status_code < 500 and answer.status_code not in (408, 429):
                     break  # the receiver refuses this message: retrying will not help
         raise ChannelError(f"webhook {self.url}: {last}")
+
+
+class AppChannel:
+    """The person's own conversation (the chat page and the conversation API): the outbox row,
+    marked sent, is the message; no external send."""
+
+    name = "app"
+
+    def send(self, message: Message) -> None:
+        return None
+
+
+class UnreachableChannel:
+    """A person's preferred channel the plane cannot use (its settings are missing): every send
+    fails with the reason, so the outbox records it."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+
+    def send(self, message: Message) -> None:
+        raise ChannelError(self.reason)
+
+
+def person_channel(
+    settings: Settings, preferred: str, emails: list[str], webhook_url: str | None
+) -> Channel:
+    """The channel of a person's preferred way to be contacted."""
+    if preferred == "email":
+        if not settings.notify_smtp_host:
+            return UnreachableChannel("email", "email: INNER_PLANE_NOTIFY_SMTP_HOST is not set")
+        if not emails:
+            return UnreachableChannel("email", "email: the person has no email address")
+        return SmtpChannel(settings, recipients=emails)
+    if preferred == "webhook":
+        if not settings.notify_webhook_secret:
+            return UnreachableChannel(
+                "webhook", "webhook: INNER_PLANE_NOTIFY_WEBHOOK_SECRET is not set"
+            )
+        if not webhook_url:
+            return UnreachableChannel("webhook", "webhook: the person has no webhook_url")
+        return WebhookChannel(settings, url=webhook_url)
+    return AppChannel()
 
 
 def configured_channels(settings: Settings) -> list[Channel]:

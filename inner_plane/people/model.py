@@ -28,7 +28,7 @@ MAX_URL = 2000
 # What mail systems accept in practice (RFC 5321 limits: 64 local, 254 total); no spaces,
 # quotes or list separators, a dotted domain.
 _EMAIL = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
-_CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
+_CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9]))?")
 
 
 class PersonError(ValueError):
@@ -111,8 +111,8 @@ def channel(value: str) -> str:
 def clock(value: str, field: str) -> time:
     match = _CLOCK.fullmatch(value) if isinstance(value, str) else None
     if match is None:
-        raise PersonError(field, f"{value!r} must be a time HH:MM (24 h)")
-    return time(int(match[1]), int(match[2]))
+        raise PersonError(field, f"{value!r} must be a time HH:MM or HH:MM:SS (24 h)")
+    return time(int(match[1]), int(match[2]), int(match[3] or 0))
 
 
 def quiet_hours(value: str | None) -> tuple[time | None, time | None]:

@@ -25,8 +25,9 @@ PROBE_EVERY_S = 2.0
 # Seconds from seeing a server gone to the first restart: `pg_ctl restart` starts its own
 # postmaster within this, and the keeper adopts it instead of racing it for the lock file.
 FIRST_RESTART_AFTER_S = 1.0
-# A server someone else started (on our lock file) gets this long to answer before the console
-# hears that it is waited for (`pg_ctl restart` answers well within it: one line, the adoption).
+# A server that runs but does not answer, or one someone else started on our lock file, gets
+# this long before the console hears that it is waited for (`pg_ctl restart` shuts down and
+# answers again well within it: its one line is the adoption).
 QUIET_WAIT_S = 5.0
 # Restart attempts back off: 1 s, 2 s, 4 s ... at most this.
 MAX_BACKOFF_S = 8.0
@@ -201,7 +202,9 @@ class StoreKeeper:
         if self._down_since is None:
             self._down_since = now
             self._next_restart = now + FIRST_RESTART_AFTER_S
-        if line is not None and not self._said_down:
+        # A server shutting down for a restart refuses connections for a moment: only a silence
+        # that lasts is worth a line.
+        if line is not None and not self._said_down and now - self._down_since >= QUIET_WAIT_S:
             self._said_down = True
             self.say(f"!! {line}")
 

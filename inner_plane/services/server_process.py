@@ -157,6 +157,9 @@ class ServerProcess:
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+            # An adopted server (started from outside) may not lead a process group of its own.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             if self.process is not None:
                 self.process.wait(10)
         self.process = None

@@ -1,13 +1,18 @@
-"""``notify_user``: contact the user through the configured channels (email over SMTP, a signed
-webhook). Sent once per (activation, step, call) effect key: a rerun of the same call sends
-nothing again. Registered only when a channel is configured."""
+"""``notify_user``: contact the person the delegate serves on their preferred channel (their
+email, their signed webhook, or their conversation), or through the configured ``NOTIFY_*``
+channels for a delegate without a person. Sent once per (activation, step, call) effect key: a
+rerun of the same call sends nothing again. During the person's quiet hours a message that is not
+urgent waits until they end (the outbox sweep sends it, once). Registered when a channel is
+configured or any delegate has a person (``inner-plane delegates add``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from inner_plane.journal.people.people import PeopleJournal
 from inner_plane.outbound.channels import Channel, Message, configured_channels
 from inner_plane.outbound.deliver import deliver
+from inner_plane.outbound.route import route
 from inner_plane.runtime import Runtime
 from inner_plane.tools.registry import Tool, ToolContext, ToolError
 
@@ -49,20 +54,31 @@ def notify_tool(channels: list[Channel]) -> Tool:
     def handler(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         activation = context.activation
         message = message_from(arguments, activation.delegate_id, f"notify:{context.effect_key()}")
+        where = route(context.runtime, activation.delegate_id, channels)
+        if not where.channels:
+            raise ToolError("no contact channel: this delegate has no person and none is set")
         deliveries = deliver(
             context.runtime,
-            channels,
+            where.channels,
             message,
             epoch=activation.epoch,
             activation_id=activation.id,
+            not_before=where.not_before,
         )
         if deliveries and all(d.status == "failed" for d in deliveries):
             raise ToolError("; ".join(f"{d.channel}: {d.error}" for d in deliveries))
-        return {"deliveries": [{"channel": d.channel, "status": d.status} for d in deliveries]}
+        answer: dict[str, Any] = {
+            "deliveries": [{"channel": d.channel, "status": d.status} for d in deliveries]
+        }
+        if where.not_before is not None and message.urgency != "high":
+            answer["waits_until"] = where.not_before.isoformat()  # the person's quiet hours
+        return answer
 
     return Tool(NAME, DESCRIPTION, PARAMETERS, handler)
 
 
 def notify_tools(runtime: Runtime) -> list[Tool]:
     channels = configured_channels(runtime.settings)
-    return [notify_tool(channels)] if channels else []
+    if channels or PeopleJournal(runtime.engine).any():
+        return [notify_tool(channels)]
+    return []

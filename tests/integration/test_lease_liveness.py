@@ -8,12 +8,30 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
 from inner_plane.lane.sweeper import sweep
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
+from tests.support.waiting import wait_until
+
+
+def end_session(runtime: Runtime, connection: Connection) -> None:
+    """The holder's process dies: its connection drops, and PostgreSQL ends its session (and
+    frees its advisory locks) a moment later, which is awaited here: a loaded machine can take
+    a while to reap the backend."""
+    pid = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    connection.invalidate()
+    connection.close()
+
+    def gone() -> bool:
+        with runtime.engine.connect() as probe:
+            return not probe.execute(
+                text("SELECT 1 FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+            ).first()
+
+    wait_until(gone, f"backend {pid} to end")
 
 
 def expire_lease(runtime: Runtime, delegate: str) -> None:
@@ -31,8 +49,7 @@ def test_a_dead_holder_is_taken_over_at_once_and_its_epoch_is_fenced(runtime: Ru
 
     with runtime.engine.connect() as taker:
         assert leases.take("d", "taker", 60, taker) is None  # alive: refused
-        holder.invalidate()  # the holder's process dies: PostgreSQL ends its session
-        holder.close()
+        end_session(runtime, holder)
         assert leases.take("d", "taker", 60, taker) == (2, False)  # unexpired, yet taken
         with runtime.engine.begin() as connection, pytest.raises(LeaseLost):
             fence(connection, "d", 1)
@@ -155,8 +172,7 @@ def test_the_sweeper_recovers_a_dead_holders_claims_before_the_ttl(runtime: Runt
     assert sweep(runtime).recovered == []  # alive: its claims are its own
     assert advisory_locks(runtime) == 1  # the probe left no lock of its own behind
 
-    holder.invalidate()  # the holder's process dies: PostgreSQL ends its session
-    holder.close()
+    end_session(runtime, holder)
     report = sweep(runtime)  # the lease has ten minutes left, yet:
     assert report.recovered == ["d"] and report.woken == ["d"]
     assert advisory_locks(runtime) == 0
@@ -175,7 +191,7 @@ def test_the_sweeper_wakes_due_work_of_a_dead_holder_and_leaves_a_living_ones(
         assert leases.take("gone", "dead", 600, dead) == (1, False)
         for delegate in ("alive", "gone"):
             publish(kind="task.completed", source="liveness", delegate_id=delegate, runtime=runtime)
-        dead.invalidate()
+        end_session(runtime, dead)
         report = sweep(runtime)
         assert report.recovered == [] and report.woken == ["gone"]
     finally:

@@ -41,6 +41,7 @@ class PreemptibleGuard:
         self.yield_requested = threading.Event()
         self.safe_points = 0
         self.checkpoints = 0
+        self.reply_parts: list[tuple[int, str]] = []
 
     def safe_point(self) -> None:
         self.safe_points += 1
@@ -54,6 +55,9 @@ class PreemptibleGuard:
 
     def effect_key(self, step: int) -> str:
         return f"{self.activation_id}:{step}"
+
+    def reply_text(self, part: int, text: str) -> None:
+        self.reply_parts.append((part, text))
 
 
 def _agent(runtime: Runtime, server: ModelServer, **settings: Any) -> ToolLoopAgent:
@@ -303,6 +307,31 @@ def test_429_with_retry_after_and_500_are_retried(runtime: Runtime, server: Mode
     assert "500" in log[1]["error"]
     assert result.usage["retries"] == 2 and result.settlements[signal_id]
     assert result.reply == "done"
+
+
+def test_reply_text_streams_as_deltas_one_part_per_model_call(
+    runtime: Runtime, server: ModelServer
+) -> None:
+    """Responses ``response.output_text.delta`` and Chat Completions content deltas reach the
+    guard while the stream runs; every model call (a retry too) is a new part, and the last
+    part's deltas joined are the reply."""
+    context, signal_id = _context(runtime)
+    server.script = (
+        [[function_call("settle_signal", _settle(signal_id))], [message("a reply in pieces")]]
+        if isinstance(server, ResponsesServer)
+        else [
+            ChatReply(tool_calls=[call("settle_signal", _settle(signal_id))]),
+            ChatReply(content="a reply in pieces"),
+        ]
+    )
+    server.faults = [Fault(), server_error()]  # step 0 streams; step 1 fails once, then streams
+    guard = PreemptibleGuard(context.activation.id)
+    result = _agent(runtime, server).run(context, guard)
+    assert result.reply == "a reply in pieces"
+    parts = [part for part, _ in guard.reply_parts]
+    assert parts == sorted(parts) and set(parts) == {3}  # part 1: tools only, 2: the 500
+    assert len(guard.reply_parts) > 1  # streamed in pieces, not at the end
+    assert "".join(text for _, text in guard.reply_parts) == result.reply
 
 
 def test_a_retry_after_past_the_budget_fails_clearly_with_the_work_so_far(

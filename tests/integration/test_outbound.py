@@ -211,7 +211,10 @@ def test_escalated_and_needs_input_reach_the_user_once(runtime: Runtime, smtp: S
     for _ in range(2):  # a rerun of the same settlement contacts nobody again
         contact_on_dispositions(rt, channels, activation, settlements, "Looking into it.")
     subjects = sorted(m["Subject"] for m in smtp.inbox.received())
-    assert subjects == ["[escalated] task.completed", "[needs_input] task.input_required"]
+    assert subjects == [
+        "[escalated] task.completed from copilot",
+        "[question] task.input_required from copilot",
+    ]
 
 
 def test_remember_stores_one_ambient_learned_memory_per_call(runtime: Runtime) -> None:

@@ -54,7 +54,7 @@ def test_publications_beyond_the_bound_wait_their_turn(
 
     async def send_all() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             return await asyncio.gather(
                 *(
                     client.post(

@@ -445,3 +445,59 @@ def test_memory_recall_reads_only_the_delegates_own_entries(runtime: Runtime) ->
     read = list(_memory_index_rows(plan[0]["Plan"]))
     # Each word's probe (loops average the rows): at most the delegate's three memories.
     assert all(rows <= 3 for _, rows in read), read
+
+
+PEOPLE_TABLES = {"people", "person_tokens", "questions", "notifications"}
+
+
+def test_people_tokens_questions_and_the_outbox_read_by_index(history: Runtime) -> None:
+    """The person's reads (composer, contact routing, token checks, the operator's view), the
+    questions and answers, and the outbox sweep: no sequential scan of their tables."""
+    from inner_plane.journal.lane import notifications
+    from inner_plane.journal.people import questions
+    from inner_plane.lane.user_turns import user_turn
+    from inner_plane.outbound.deliver import deliver_due
+    from inner_plane.outbound.route import route
+    from inner_plane.people import directory
+    from inner_plane.sources import person_auth
+
+    GROWING.update(PEOPLE_TABLES)
+    try:
+        with StatementLog(history.engine) as log:
+            directory.add(history, "p1", display_name="P", quiet_hours="00:00-23:59")
+            directory.update(history, "p1", time_zone="Europe/Berlin")
+            directory.list_all(history)
+            _, token = person_auth.issue_token(history, "p1", "phone")
+            person_auth.authenticate_person(history, token, None)
+            person_auth.authenticate_person(history, token, None)  # the verified path
+            person_auth.tokens_of(history, "p1")
+            route(history, "p1", [])
+            with history.engine.begin() as connection:
+                asked, _ = questions.ask(
+                    connection, question_id=uuid.uuid4(), delegate_id="p1",
+                    signal_id=uuid.uuid4(), activation_id=None, about="a", text="q?",
+                )  # fmt: skip
+            questions.of(history.engine, "p1")
+            user_turn("p1", "yes", runtime=history, in_reply_to=asked.id)
+            Lane(history, InstantAgent(), ContextComposer(history), holder="plans").run("p1")
+            notifications.any_due(history.engine)
+            deliver_due(history, [])
+            notifications.sent_to(history.engine, "p1")
+            person_auth.revoke_token(history, "p1", "phone")
+            directory.remove(history, "p1")
+        checked = 0
+        scans: dict[str, list[str]] = {}
+        for statement, parameters in log.statements.items():
+            if not any(table in statement for table in PEOPLE_TABLES):
+                continue
+            head = statement.lstrip().split(None, 1)[0].upper()
+            if head not in {"SELECT", "WITH", "UPDATE", "DELETE", "INSERT"}:
+                continue
+            checked += 1
+            found = _explain(history.engine, statement, parameters)
+            if found:
+                scans[" ".join(statement.split())] = found
+    finally:
+        GROWING.difference_update(PEOPLE_TABLES)
+    assert checked >= 10, f"only {checked} statements of the people's tables recorded"
+    assert scans == {}, "sequential scans:\n" + "\n\n".join(f"{t}: {s}" for s, t in scans.items())

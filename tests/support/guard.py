@@ -9,6 +9,7 @@ class RecordingGuard:
     def __init__(self, activation_id: uuid.UUID) -> None:
         self.activation_id = activation_id
         self.safe_points = 0
+        self.reply_parts: list[tuple[int, str]] = []
 
     def safe_point(self) -> None:
         self.safe_points += 1
@@ -18,3 +19,6 @@ class RecordingGuard:
 
     def effect_key(self, step: int) -> str:
         return f"{self.activation_id}:{step}"
+
+    def reply_text(self, part: int, text: str) -> None:
+        self.reply_parts.append((part, text))

@@ -1,4 +1,5 @@
-"""Beat's periodic work on the ``periodic`` queue: the timer tick and journal retention."""
+"""Beat's periodic work on the ``periodic`` queue: the timer tick, journal retention and the
+notify outbox sweep."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from inner_plane import celery_bridge as names
 from inner_plane import logs
 from inner_plane.journal.operator import live
 from inner_plane.journal.retention import TABLES, delete_finished_signals, delete_old_rows
+from inner_plane.outbound.channels import configured_channels
+from inner_plane.outbound.deliver import deliver_due
 from inner_plane.runtime import get_runtime
 from inner_plane.timers import tick
 
@@ -19,6 +22,13 @@ from inner_plane.timers import tick
 @shared_task(name=names.TIMERS_TICK_TASK, acks_late=True, ignore_result=True)
 def timers_tick() -> dict[str, Any]:
     return tick().public()
+
+
+@shared_task(name=names.NOTIFY_OUTBOX_TASK, acks_late=True, ignore_result=True)
+def notify_outbox() -> int:
+    """Send the messages that waited for the end of a person's quiet hours."""
+    runtime = get_runtime()
+    return deliver_due(runtime, configured_channels(runtime.settings))
 
 
 @shared_task(name=names.RETENTION_TASK, acks_late=True, ignore_result=True)

@@ -55,6 +55,9 @@ TURN_RESUMED = "user.turn.resumed"
 CONTEXT_USAGE = "context.usage"
 CONTEXT_COMPACTED = "context.compacted"
 CONTEXT_CAPSULE = "context.capsule"
+# A question the delegate put to its person (a needs_input settlement); their answer is the
+# user.message whose payload's ``in_reply_to`` is the question's id.
+QUESTION_ASKED = "person.question"
 
 
 class ConversationRow(Base):
@@ -113,6 +116,13 @@ class ConversationEventRow(Base):
             postgresql_where=sqlalchemy.text("turn_id IS NOT NULL"),
         ),
         Index("ix_conversation_events_created_at", "created_at"),
+        # Migration 0021_conversation_api: the person's history, newest first.
+        Index(
+            "ix_conversation_events_assistant",
+            "delegate_id",
+            "seq",
+            postgresql_where=sqlalchemy.text("type = 'assistant.message'"),
+        ),
     )
 
 

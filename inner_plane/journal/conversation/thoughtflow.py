@@ -122,6 +122,9 @@ def build_record(
                 "text": activation.user_message.text,
                 "channel": activation.user_message.channel,
                 "turn_id": str(activation.user_message.turn_id),
+                "in_reply_to": None
+                if activation.user_message.in_reply_to is None
+                else str(activation.user_message.in_reply_to),
             },
             "signals": [signal_entry(s) for s in activation.signals],
             "rendered_signal_ids": sorted(str(i) for i in rendered),

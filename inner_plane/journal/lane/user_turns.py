@@ -23,6 +23,7 @@ class UserTurn:
     activation_id: uuid.UUID | None
     reply: str | None
     finished_at: datetime | None
+    in_reply_to: uuid.UUID | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> UserTurn:
@@ -31,7 +32,7 @@ class UserTurn:
 
 _COLUMNS = (
     "id", "delegate_id", "channel", "text", "state", "created_at", "activation_id", "reply",
-    "finished_at",
+    "finished_at", "in_reply_to",
 )  # fmt: skip
 
 _TAKE = text(
@@ -97,18 +98,52 @@ class UserTurns:
         return None if row is None else UserTurn.from_row(row._mapping)
 
     def queue(
-        self, delegate_id: str, channel: str, text_: str, turn_id: uuid.UUID | None = None
+        self,
+        delegate_id: str,
+        channel: str,
+        text_: str,
+        turn_id: uuid.UUID | None = None,
+        in_reply_to: uuid.UUID | None = None,
     ) -> uuid.UUID | None:
         """Queue a turn; with an explicit id, a second call with the same id queues nothing
-        (returns None)."""
+        (returns None). ``in_reply_to`` must be a question put to this delegate's person
+        (``questions``), else UnknownQuestion is raised and nothing is stored: the check and
+        the insert are one statement."""
         turn_id = turn_id or uuid.uuid4()
         with self.engine.begin() as connection:
-            inserted = connection.execute(
-                text(
-                    "INSERT INTO user_turns (id, delegate_id, channel, text) "
-                    "VALUES (:id, :delegate, :channel, :text) ON CONFLICT (id) DO NOTHING "
-                    "RETURNING id"
-                ),
-                {"id": turn_id, "delegate": delegate_id, "channel": channel, "text": text_},
-            ).scalar()
-        return None if inserted is None else turn_id
+            answer = connection.execute(
+                _QUEUE,
+                {
+                    "id": turn_id,
+                    "delegate": delegate_id,
+                    "channel": channel,
+                    "text": text_,
+                    "reply_to": in_reply_to,
+                },
+            ).one()
+        if not answer.known:
+            raise UnknownQuestion(in_reply_to)
+        return None if answer.id is None else turn_id
+
+
+class UnknownQuestion(Exception):
+    """``in_reply_to`` names no question of this delegate."""
+
+
+# The question must exist and be this delegate's; a turn id already queued inserts nothing.
+_QUEUE = text(
+    """
+    WITH known AS (
+        SELECT CAST(:reply_to AS uuid) IS NULL OR EXISTS (
+            SELECT 1 FROM questions
+             WHERE id = CAST(:reply_to AS uuid) AND delegate_id = :delegate
+        ) AS ok
+    ), inserted AS (
+        INSERT INTO user_turns (id, delegate_id, channel, text, in_reply_to)
+        SELECT :id, :delegate, :channel, :text, CAST(:reply_to AS uuid) FROM known WHERE known.ok
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id
+    )
+    SELECT (SELECT ok FROM known) AS known, (SELECT id FROM inserted) AS id
+    """
+)

@@ -82,12 +82,16 @@ class Person:
             "quiet_hours": None
             if self.quiet_start is None or self.quiet_end is None
             else {
-                "start": self.quiet_start.strftime("%H:%M"),
-                "end": self.quiet_end.strftime("%H:%M"),
+                "start": _clock(self.quiet_start),
+                "end": _clock(self.quiet_end),
             },
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
         }
+
+
+def _clock(value: time) -> str:
+    return value.strftime("%H:%M:%S" if value.second else "%H:%M")
 
 
 class PersonExists(Exception):
@@ -142,6 +146,10 @@ class PeopleJournal:
                 select(_T).where(_T.c.delegate_id > after).order_by(_T.c.delegate_id).limit(limit)
             )
             return [Person.from_row(row) for row in rows]
+
+    def any(self) -> bool:
+        with reading(self.engine) as connection:
+            return bool(connection.execute(text("SELECT EXISTS (SELECT 1 FROM people)")).scalar())
 
     def remove(self, delegate_id: str) -> bool:
         """Remove the person (their tokens go with them: ON DELETE CASCADE)."""

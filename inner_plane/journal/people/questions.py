@@ -62,9 +62,9 @@ def ask(
     activation_id: uuid.UUID | None,
     about: str,
     text: str,
-) -> Question:
-    """Record the question (once per id: a rerun finds the first record)."""
-    connection.execute(
+) -> tuple[Question, bool]:
+    """Record the question (once per id: a rerun finds the first record); whether it is new."""
+    inserted = connection.execute(
         insert(_T)
         .values(
             id=question_id,
@@ -75,9 +75,10 @@ def ask(
             text=text,
         )
         .on_conflict_do_nothing(index_elements=["id"])
-    )
+        .returning(_T.c.id)
+    ).first()
     row = connection.execute(select(_T).where(_T.c.id == question_id)).one()
-    return Question(**row._mapping)
+    return Question(**row._mapping), inserted is not None
 
 
 def get(engine: Engine, question_id: uuid.UUID) -> Question | None:
