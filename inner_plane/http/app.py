@@ -28,7 +28,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
-from inner_plane.http import chat_page, conversation_api, guards, metrics, operator_api, ui
+from inner_plane.http import (
+    chat_page,
+    chat_session,
+    conversation_api,
+    guards,
+    metrics,
+    operator_api,
+    ui,
+)
 from inner_plane.http.conversation_auth import AuthenticatePerson, ConversationGate
 from inner_plane.http.conversation_stream import ConversationStreams
 from inner_plane.http.live_feed import LiveFeed
@@ -329,7 +337,7 @@ def create_app(
         any_host=not is_loopback(bind),
     )
     app.add_middleware(ui.SecurityHeaders)
-    app.add_middleware(guards.ThrottledShortcut, session_cookie=COOKIE)
+    app.add_middleware(guards.ThrottledShortcut, session_cookies=(COOKIE, chat_session.COOKIE))
     app.add_middleware(guards.UnexpectedErrors)
 
     for route, _ in mounts:

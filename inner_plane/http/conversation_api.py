@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane import logs, redis_keys
+from inner_plane.http import guards
 from inner_plane.http.conversation_auth import ConversationCaller, ConversationGate, Scope
 from inner_plane.http.conversation_stream import ConversationStreams, Cursor
 from inner_plane.journal.conversation import person
@@ -39,6 +40,7 @@ from inner_plane.signals.model import IDENTIFIER_RE
 from inner_plane.sources import errors
 from inner_plane.sources.errors import ApiError, AsciiJSONResponse, ErrorBody
 from inner_plane.sources.intake import JOURNAL_DOWN, read_body
+from inner_plane.sources.streams import process_slots
 
 PREFIX = "/v1/delegates/{delegate_id}/conversation"
 MAX_TURN_BODY = 256 * 1024
@@ -335,11 +337,22 @@ def build_router(
                 resume = Cursor.parse(token)
             except ValueError:
                 raise errors.invalid("Last-Event-ID", "not an id of this stream") from None
-        await run_in_threadpool(caller_for, request, delegate_id, Scope.READ)
-        await run_in_threadpool(streams.feed().start)  # blocks until it listens, the first time
-        body = await streams.open(delegate_id, resume)
-        return StreamingResponse(
+        caller = await run_in_threadpool(caller_for, request, delegate_id, Scope.READ)
+        # A stream holds one of the process's slots (INNER_PLANE_API_STREAMS*) until it ends.
+        credential = (
+            f"operator:{caller.operator}" if caller.operator else f"person:{caller.delegate_id}"
+        )
+        slots = process_slots()
+        slots.acquire(credential)
+        try:
+            await run_in_threadpool(streams.feed().start)  # blocks until it listens, first time
+            body = await streams.open(delegate_id, resume)
+        except BaseException:
+            slots.release(credential)
+            raise
+        return guards.HeldStream(
             body,
+            release=lambda: slots.release(credential),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

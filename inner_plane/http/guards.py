@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -141,16 +143,19 @@ class ThrottledShortcut:
     the address with an attacker keeps working)."""
 
     def __init__(
-        self, app: ASGIApp, session_cookie: str, open_paths: Iterable[str] = ("/healthz",)
+        self,
+        app: ASGIApp,
+        session_cookies: Iterable[str],
+        open_paths: Iterable[str] = ("/healthz",),
     ) -> None:
         self.app = app
-        self.session_cookie = session_cookie
+        self.session_cookies = tuple(session_cookies)
         self.open_paths = frozenset(open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] not in self.open_paths:
             request = Request(scope)
-            if self.session_cookie not in request.cookies:
+            if not any(name in request.cookies for name in self.session_cookies):
                 try:
                     refuse_known_throttled(request, client_of(request))
                 except ApiError as refusal:
@@ -332,3 +337,18 @@ async def handle_validation_error(_request: Request, error: Exception) -> AsciiJ
     name = _bounded(".".join(location[1:]) or (location[0] if location else "request"))
     reason = _bounded(str(first.get("msg", "invalid")))
     return ApiError(422, "invalid", f"{name}: {reason}", field=name, reason=reason).response()
+
+
+# --- streams ---------------------------------------------------------------------------------
+class HeldStream(StreamingResponse):
+    """A stream holding one of the process's stream slots until it ends, however it ends."""
+
+    def __init__(self, content: Any, release: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
