@@ -124,8 +124,13 @@ class UnexpectedErrors:
             reason=_bounded(str(error)),
             repeats=suppressed,
             # One line: the logfmt writer escapes the newlines.
-            traceback="".join(traceback.format_exception(error))[-4000:],
+            traceback=_ends("".join(traceback.format_exception(error))),
         )
+
+
+def _ends(text: str, head: int = 1000, tail: int = 3000) -> str:
+    """A long text's beginning and end (a traceback: where it started, where it broke)."""
+    return text if len(text) <= head + tail else f"{text[:head]}\n...\n{text[-tail:]}"
 
 
 def _bounded(text: str) -> str:
@@ -138,7 +143,8 @@ def _bounded(text: str) -> str:
 class ThrottledShortcut:
     """Refuse (429) at once a request from an address this process knows is over its failure
     limit, before routing, validation or a worker thread: a storm of bad credentials then costs
-    the server little more than parsing each request. Not for ``/healthz``, a live session
+    the server little more than parsing each request. Not for reading ``/healthz`` or a sign-in
+    form, a live session
     (proven in Redis, by the route) or a token this process verified before (a client sharing
     the address with an attacker keeps working)."""
 
@@ -146,14 +152,17 @@ class ThrottledShortcut:
         self,
         app: ASGIApp,
         session_cookies: Iterable[str],
-        open_paths: Iterable[str] = ("/healthz",),
+        # The sign-in forms stay readable (their POSTs meet the throttle in Redis, and say so).
+        open_paths: Iterable[str] = ("/healthz", "/login", "/chat"),
     ) -> None:
         self.app = app
         self.session_cookies = tuple(session_cookies)
         self.open_paths = frozenset(open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in self.open_paths:
+        if scope["type"] == "http" and not (
+            scope["method"] == "GET" and scope["path"] in self.open_paths
+        ):
             request = Request(scope)
             if not any(name in request.cookies for name in self.session_cookies):
                 try:
