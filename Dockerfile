@@ -10,12 +10,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first so source edits do not reinstall them.
-COPY pyproject.toml README.md ./
+# Dependencies first, in a layer of their own that only a pyproject.toml edit rebuilds: the
+# dependency list is read from pyproject.toml alone (tomllib, standard library) and installed
+# before any source is copied. The package itself is then installed without dependencies.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+COPY README.md ./
 COPY inner_plane ./inner_plane
 COPY workers ./workers
 COPY beat_schedule ./beat_schedule
-RUN pip install .
+RUN pip install --no-deps .
 
 # Celery refuses nothing as root but warns loudly; run as an unprivileged user anyway.
 RUN useradd --system --uid 10001 --home-dir /var/lib/inner-plane --create-home inner-plane

@@ -4,8 +4,11 @@ the scripted agent (an activation takes about half a second).
 - ``claims_recovered_after_kill_*``: a wake for a quiet delegate; once its activation runs, the
   activation worker's pool child holding it is killed (kill -9) and nothing more is sent for that
   delegate. The figure is the time from the kill to the signal delivered by a later run: the
-  sweeper (every 2 s here) sees the dead holder's liveness lock free and recovers its claims,
-  although its lease (TTL 60 s here) has most of its time left.
+  activate Celery redelivers (the task is rejected when its worker is lost), or the next sweep
+  (every 2 s here) when that one came before PostgreSQL saw the holder's connection close, sees
+  the dead holder's liveness lock free and recovers its claims, although its lease (TTL 60 s
+  here) has most of its time left. (``tests/acceptance/test_chaos.py`` kills the whole worker,
+  so that only the sweeper can recover.)
 - ``plane_back_after_pg_restart_s``: `pg_ctl -D <data dir>/pg restart -m fast` from outside
   `up`; the time from the restart's start until a wake sent right after it is delivered (the
   next activation completed), the worst of the rounds.

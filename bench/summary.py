@@ -42,19 +42,22 @@ class Target:
 
 
 # In the order the benchmarks run; the targets are the issues' (6 for the CLI, 11 for the UI,
-# 15 for the rest).
+# 25 for continuity, 15 for the rest).
 BENCHES = (
     "publish",
     "lane",
     "lane_overhead",
     "compose",
+    "continuity",
     "timers",
     "http",
     "ui",
     "cli",
     "growth",
+    "simulate",
     "capacity",
     "chaos",
+    "chat",
 )
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
@@ -68,6 +71,10 @@ TARGETS = (
     Target("lane_overhead", "overhead_p99_ms", 20.0, higher_is_better=False),
     Target("compose", "compose_p99_ms", 25.0, higher_is_better=False),
     Target("compose", "compose_vs_fts_p99", 3.0, higher_is_better=False),
+    Target("continuity", "compose_p99_ms", None),
+    Target("continuity", "compose_history_growth_p99", 1.25, higher_is_better=False),
+    Target("continuity", "compaction_overhead_p99_ms", None),
+    Target("continuity", "tokens_per_activation_flatness", 1.2, higher_is_better=False),
     Target("timers", "tick_vs_query_p99", 3.0, higher_is_better=False),
     # The tick's own SQL alone (read and write, no Python) over the same query: the floor under
     # tick_vs_query_p99 (docs/timers.md).
@@ -89,6 +96,12 @@ TARGETS = (
     Target("cli", "cli_vs_python_start", 6.0, higher_is_better=False),
     Target("growth", "growth_max_ratio", 1.25, higher_is_better=False),
     Target("growth", "growth_max_p99_ratio", 1.5, higher_is_better=False),
+    # The policy simulator (issue 26): replay speed and memory on 1M signals (--quick: 100k),
+    # and how soon running processes follow a new policy version.
+    Target("simulate", "simulate_signals_per_s", 50_000.0),
+    Target("simulate", "simulate_rss_mb", 300.0, higher_is_better=False),
+    Target("simulate", "simulate_rss_growth_mb", None),
+    Target("simulate", "policy_pickup_p99_s", 5.0, higher_is_better=False),
     # The capacity model's figures (docs/operations.md): measured for sizing, no target.
     Target("capacity", "signals_per_s_per_signals_worker", None),
     Target("capacity", "activations_per_s_per_activation_worker", None),
@@ -96,6 +109,13 @@ TARGETS = (
     # Issue 31: a killed holder's claims without new traffic; the plane after `pg_ctl restart`.
     Target("chaos", "claims_recovered_after_kill_p99_s", 10.0, higher_is_better=False),
     Target("chaos", "plane_back_after_pg_restart_s", 30.0, higher_is_better=False),
+    Target("chat", "turn_accept_p99_ms", None),
+    Target("chat", "turn_accept_vs_bare_p99", 2.0, higher_is_better=False),
+    Target("chat", "delta_relay_p99_ms", None),
+    Target("chat", "delta_relay_vs_pubsub_p99", 3.0, higher_is_better=False),
+    Target("chat", "streams_held", 1000.0),
+    Target("chat", "streams_relay_p99_ms", 100.0, higher_is_better=False),
+    Target("chat", "streams_rss_growth_mb", 150.0, higher_is_better=False),
 )
 
 

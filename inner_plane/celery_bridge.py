@@ -176,6 +176,16 @@ def send_report_task(
     return send(settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args=args)
 
 
+def broker_answers(settings: Settings, timeout: float = 2.0) -> bool:
+    """True if a connection to the broker opens within ``timeout`` seconds (one attempt)."""
+    try:
+        with Connection(settings.effective_broker_url, connect_timeout=timeout) as connection:
+            connection.ensure_connection(max_retries=1, timeout=max(1, round(timeout)))
+    except Exception:
+        return False
+    return True
+
+
 def ping_worker(settings: Settings, node: str, timeout: float = 2.0) -> bool:
     """True if the worker named ``node`` answers a Celery ping within ``timeout`` seconds."""
     replies = sender(settings).control.ping(destination=[node], timeout=timeout, limit=1)

@@ -90,6 +90,23 @@ class Settings(BaseSettings):
     delegate_timezone: str = "UTC"
     context_budget_tokens: int = Field(default=32_000, ge=1_000, le=2_000_000)
     tools: str = ""  # comma-separated "module:factory" entries adding tools to the registry
+    # The conversation's durable context window (continuity issue): compacted once its tokens
+    # pass this (None: never; the window then keeps its newest CONTEXT_WINDOW_MESSAGES).
+    context_compact_tokens: int | None = Field(default=24_000, ge=1_000)
+    context_keep_messages: int = Field(default=4, ge=0, le=100)  # newest kept verbatim
+    context_window_messages: int = Field(default=200, ge=10, le=10_000)
+    context_compact_retry_s: float = Field(default=60.0, gt=0)  # after a failed compaction
+    # The continuity capsule's refresh: after this many new messages, and on this schedule
+    # when anything was said since (None: never on that trigger); also after each compaction.
+    capsule_every_messages: int | None = Field(default=20, ge=1)
+    capsule_refresh_s: float | None = Field(default=86_400.0, gt=0)
+    capsule_enabled: bool = True
+    # Token accounting: USD per million tokens per model, as JSON
+    # ({"gpt-4.1-mini": {"input": 0.4, "cached": 0.1, "output": 1.6}}).
+    token_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # Tokens (input + output) a delegate may spend per UTC day before its background wakes
+    # are deferred to the next day (None: no limit). Never blocks a user turn.
+    daily_token_budget: int | None = Field(default=None, ge=1)
 
     # Deployment-specific kinds (TOML file with [kinds."name"] tables).
     kinds_file: Path | None = None

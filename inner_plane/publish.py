@@ -19,6 +19,8 @@ from typing import Any
 import redis
 
 from inner_plane import logs, redis_keys
+from inner_plane.attention.document import AttentionPolicy
+from inner_plane.attention.live import policy_source
 from inner_plane.attention.wakes import wake_on_publish
 from inner_plane.journal.signals.store import NewSignal, SignalIdentity
 from inner_plane.runtime import Runtime, get_runtime
@@ -42,14 +44,27 @@ class _Prepared:
 
     __slots__ = ("dedup_key", "downgraded", "draft", "mode", "priority", "row", "signal_id")
 
-    def __init__(self, draft: SignalDraft, registry: KindRegistry, now: datetime) -> None:
+    def __init__(
+        self,
+        draft: SignalDraft,
+        registry: KindRegistry,
+        now: datetime,
+        attention: AttentionPolicy | None = None,
+    ) -> None:
         self.draft = draft
         policy = registry.policy_for(draft.kind, draft.mode)
         dedup_key, signal_id = _identity(draft, policy.dedup_key_template)
         if signal_id is None:
             signal_id = uuid.uuid4()
+        requested, asked_priority = draft.mode, draft.priority
+        if attention is not None:
+            # An operator's rule outranks the publisher; the kind's own rules (forced modes,
+            # interrupt permission) still apply to what the rule asks.
+            rule = attention.for_kind(draft.delegate_id, draft.kind)
+            requested = rule.mode or requested
+            asked_priority = asked_priority if rule.priority is None else rule.priority
         mode, priority, expires_at, downgraded = settle(
-            policy, draft.mode, draft.priority, draft.expires_at, now
+            policy, requested, asked_priority, draft.expires_at, now
         )
         self.signal_id: uuid.UUID = signal_id
         self.dedup_key = dedup_key
@@ -227,7 +242,9 @@ def _prepare(
     first occurrence."""
     now = datetime.now(UTC)
     registry = runtime.registry
-    prepared = [_Prepared(d, registry, now) for d in drafts]
+    attention = policy_source(runtime).current()
+    rules = attention if attention.sets_modes else None
+    prepared = [_Prepared(d, registry, now, rules) for d in drafts]
     first: dict[uuid.UUID, _Prepared] = {}
     for p in prepared:
         first.setdefault(p.signal_id, p)

@@ -10,11 +10,25 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from typing import Any
 
+from inner_plane.agent.capsule import (
+    CapsuleKeeper,
+    ChatCapsuleWriter,
+    Maintenance,
+    ResponsesCapsuleWriter,
+)
 from inner_plane.agent.chat_completions import ChatCompletionsAgent
+from inner_plane.agent.continuity import (
+    Compactor,
+    ResponsesCompactor,
+    SummaryCompactor,
+    WindowKeeper,
+)
 from inner_plane.agent.dry_run import DryRunAgent
 from inner_plane.agent.openai_responses import OpenAIResponsesAgent
-from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.agent.openai_setup import openai_client
+from inner_plane.agent.port import BaseAgent, Composer, ContextKeeper
 from inner_plane.agent.scripted import ScriptedAgent
 from inner_plane.agent.standin import StandinAgent
 from inner_plane.composer.compose import ContextComposer
@@ -64,8 +78,58 @@ def load_composer(runtime: Runtime) -> Composer:
     return ContextComposer(runtime)
 
 
+def load_keeper(runtime: Runtime) -> ContextKeeper | None:
+    """The context keepers of the model agent: the window's compaction through the official
+    Responses endpoint (or a model-written summary on Chat Completions), unless
+    INNER_PLANE_CONTEXT_COMPACT_TOKENS is unset, then the continuity capsule's refresh, unless
+    INNER_PLANE_CAPSULE_ENABLED is false. None for the other agents."""
+    settings = runtime.settings
+    if settings.agent != "openai":
+        return None
+    assert settings.openai_model is not None
+    client = openai_client(runtime)
+    chat = settings.openai_api == "chat_completions"
+    keepers: list[WindowKeeper | CapsuleKeeper] = []
+    window = _window_keeper(runtime, client, chat)
+    if window is not None:
+        keepers.append(window)
+    if settings.capsule_enabled:
+        writer = (ChatCapsuleWriter if chat else ResponsesCapsuleWriter)(
+            client,
+            settings.openai_model,
+            budget_s=settings.model_budget_s,
+            timeout_s=settings.openai_timeout_s,
+        )
+        keepers.append(
+            CapsuleKeeper(
+                runtime,
+                writer,
+                every_messages=settings.capsule_every_messages,
+                every_s=settings.capsule_refresh_s,
+                window_messages=settings.context_window_messages,
+            )
+        )
+    return Maintenance(*keepers) if keepers else None
+
+
+def _window_keeper(runtime: Runtime, client: Any, chat: bool) -> WindowKeeper | None:
+    settings = runtime.settings
+    if settings.context_compact_tokens is None:
+        return None
+    assert settings.openai_model is not None
+    compactor: Compactor = (SummaryCompactor if chat else ResponsesCompactor)(
+        client,
+        settings.openai_model,
+        budget_s=settings.model_budget_s,
+        call_timeout_s=settings.openai_timeout_s,
+    )
+    return WindowKeeper.from_runtime(runtime, compactor)
+
+
 def build_lane(runtime: Runtime, holder: str | None = None) -> Lane:
-    return Lane(runtime, load_agent(runtime), load_composer(runtime), holder)
+    return Lane(
+        runtime, load_agent(runtime), load_composer(runtime), holder, keeper=load_keeper(runtime)
+    )
 
 
 _lanes: dict[int, Lane] = {}

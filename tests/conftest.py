@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from inner_plane import logs
 from inner_plane.config import build_settings, load_settings
@@ -21,6 +23,13 @@ from tests.support.processes import ChildProcess
 from tests.support.stores import Stores, start_stores, truncate_all
 
 TESTS = Path(__file__).parent
+
+# Timing never decides a test: no per-example deadline and no too-slow health check (a loaded
+# CI machine runs examples slowly; benchmarks measure time). A test may still set its own.
+hypothesis_settings.register_profile(
+    "inner-plane", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("inner-plane")
 
 _test_client_init = TestClient.__init__
 

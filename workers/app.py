@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 from beat_schedule import celery_beat_schedule
 from inner_plane import celery_bridge as names
@@ -98,3 +99,17 @@ def create_app(settings: Settings | None = None) -> Celery:
 
 
 app = create_app()
+
+
+@worker_process_init.connect
+def follow_policy(**_kwargs: Any) -> None:
+    """Each worker process hears a new attention policy version at once (LISTEN), besides the
+    lane's own read of it at every decision and the poll on use (inner_plane.attention.live)."""
+    from inner_plane import logs
+    from inner_plane.attention.live import policy_source
+    from inner_plane.runtime import get_runtime
+
+    try:
+        policy_source(get_runtime()).listen()
+    except Exception as error:  # the journal is down: the poll on use catches up later
+        logs.emit("policy_listen_failed", reason=str(error)[:200])

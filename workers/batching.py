@@ -18,11 +18,19 @@ commit) when it holds ``INNER_PLANE_INGEST_BATCH`` messages (500) or
 
 The worker's prefetch is raised by one for each buffered message (and lowered after its ack), so
 the buffer can fill whatever ``worker_prefetch_multiplier`` says for the other tasks.
+
+Flower (and any other consumer of Celery's task events) sees every message as Celery's own
+strategy would show it: ``task-received`` when it enters the buffer, ``task-started`` when its
+batch is journaled, then ``task-succeeded`` after its ack, or ``task-rejected`` (bad input,
+``task-failed`` with the reason as the exception) after its reject. Without them a batched
+message would stay PENDING in Flower forever, and the worker's processed count (Flower counts
+``task-received`` events) would stay 0.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +61,7 @@ class _Held:
     # Whether the prefetch was raised for it (only up to a batch of held messages: while the stores
     # are down the buffer stops growing at the worker's ordinary prefetch).
     counted: bool
+    started: float | None = None  # when its batch began to be journaled (task-started)
 
 
 def _signal_of(message: Any) -> Any:
@@ -73,19 +82,34 @@ def buffered_publish(
     timer = consumer.timer
     scheduled: list[Any] = []
     info = logger.isEnabledFor(logging.INFO)
+    # Task events as Celery's default strategy sends them (worker_send_task_events, `-E`).
+    eventer = consumer.event_dispatcher
+    send_events = bool(eventer and eventer.enabled and task.send_events)
+
+    def event(kind: str, task_id: str, **fields: Any) -> None:
+        if send_events:
+            eventer.send(kind, uuid=task_id, **fields)
 
     def settle(item: _Held, ok: bool, detail: str = "") -> None:
         if ok:
             item.ack(logger, errors)
             if info:
                 logger.info("Task %s[%s] succeeded: journaled", task.name, item.task_id)
+            runtime = 0.0 if item.started is None else time.monotonic() - item.started
+            event("task-succeeded", item.task_id, result="'journaled'", runtime=runtime)
         else:
             item.reject(logger, errors, False)
             logger.warning("Task %s[%s] reject requeue=False: %s", task.name, item.task_id, detail)
+            event("task-failed", item.task_id, exception=f"SignalError({detail[:200]!r})")
+            event("task-rejected", item.task_id, requeue=False)
         if item.counted:
             consumer.qos.decrement_eventually()
 
     def journal(batch: list[_Held]) -> None:
+        for item in batch:
+            if item.started is None:
+                item.started = time.monotonic()
+                event("task-started", item.task_id)
         drafts: list[tuple[_Held, SignalDraft]] = []
         for item in batch:
             try:
@@ -128,12 +152,27 @@ def buffered_publish(
         message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **_: Any
     ) -> None:
         task_id = message.headers.get("id", "")
+        headers = message.headers
+        event(
+            "task-received",
+            task_id,
+            name=task.name,
+            args=headers.get("argsrepr", ""),
+            kwargs=headers.get("kwargsrepr", ""),
+            root_id=headers.get("root_id"),
+            parent_id=headers.get("parent_id"),
+            retries=headers.get("retries", 0),
+            eta=None,
+            expires=None,
+        )
         try:
             raw = _signal_of(message)
         except Exception as error:
             reject(logger, errors, False)
             logs.emit("rejected", field="signal", reason=str(error)[:200], via="celery")
             logger.warning("Task %s[%s] reject requeue=False: %s", task.name, task_id, error)
+            event("task-failed", task_id, exception=f"SignalError({str(error)[:200]!r})")
+            event("task-rejected", task_id, requeue=False)
             return
         if info:
             logger.info("Task %s[%s] received", task.name, task_id)

@@ -60,7 +60,19 @@ class ContextItem:
     role: str  # "system" | "developer" | "user" | "assistant"
     content: str
     section: str  # "instructions", "standing_memory", "time", "recall", "ambient",
-    # "inner_context", "user"
+    # "inner_context", "window", "conversation", "user"
+    # An item of the delegate's context window replayed exactly as the model API returned it
+    # (a ``compaction`` item with its encrypted content, a kept user message): sent as is.
+    # ``role``/``content`` then describe it for the ThoughtFlow and for wire formats that
+    # cannot take it.
+    wire: dict[str, Any] | None = None
+
+    def wire_item(self) -> dict[str, Any]:
+        return (
+            dict(self.wire)
+            if self.wire is not None
+            else {"role": self.role, "content": self.content}
+        )
 
 
 @dataclass
@@ -77,8 +89,8 @@ class WorkingContext:
     # The recall cue built from the activation (signals' kinds, sources, data; the user's text).
     cue: str = ""
 
-    def model_input(self) -> list[dict[str, str]]:
-        return [{"role": item.role, "content": item.content} for item in self.items]
+    def model_input(self) -> list[dict[str, Any]]:
+        return [item.wire_item() for item in self.items]
 
 
 @dataclass(frozen=True)

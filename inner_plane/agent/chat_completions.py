@@ -31,7 +31,10 @@ def chat_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     one system message; any later one stays a system message of its own."""
     messages: list[dict[str, Any]] = []
     leading: list[str] = []
-    for item in items:
+    for raw in items:
+        item = _chat_item(raw)
+        if item is None:
+            continue
         role = item.get("role")
         if role in INNER_ROLES and not messages:
             leading.append(str(item["content"]))
@@ -43,6 +46,21 @@ def chat_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if leading:
         messages.append({"role": "system", "content": "\n\n".join(leading)})
     return messages
+
+
+def _chat_item(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A model input item as a chat message: a Responses message item of a stored context
+    window (parts of text) becomes plain text; an item only the Responses API reads (its
+    ``compaction`` item) is left out."""
+    kind = item.get("type")
+    if kind is None:
+        return item
+    if kind != "message":
+        return None
+    content = item.get("content")
+    if isinstance(content, list):
+        content = "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return {"role": item.get("role"), "content": content if isinstance(content, str) else ""}
 
 
 class ChatCompletionsAgent(ToolLoopAgent):

@@ -9,9 +9,16 @@ signals to pending. Effects outside PostgreSQL are keyed by ``(activation_id, st
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Protocol
 
+from sqlalchemy import Connection
+
 from inner_plane.activation import Activation, AgentResult, WorkingContext
+
+# A transaction of the lane run (its own connection); the caller fences it.
+LaneTransaction = Callable[[], AbstractContextManager[Connection]]
 
 
 class StepGuard(Protocol):
@@ -40,3 +47,15 @@ class BaseAgent(Protocol):
     name: str
 
     def run(self, context: WorkingContext, guard: StepGuard) -> AgentResult: ...
+
+
+class ContextKeeper(Protocol):
+    """Maintains a delegate's conversation context between activations, under its lease:
+    compacts the context window when it passes its threshold (and refreshes the continuity
+    capsule when due). Model calls yield at ``guard``'s checkpoints like any other (Preempted);
+    every write is fenced with ``epoch`` in ``transaction``."""
+
+    def maintain(
+        self, delegate_id: str, epoch: int, guard: StepGuard, transaction: LaneTransaction
+    ) -> bool:
+        """Do what is due; True if anything was tried (then the lane looks again)."""

@@ -180,10 +180,7 @@ class ToolLoopAgent:
                 base_s=self.retry_base_s,
                 max_s=self.retry_max_s,
             ),
-            segments=[
-                Segment([{"role": item.role, "content": item.content}], item.section)
-                for item in context.items
-            ],
+            segments=[Segment([item.wire_item()], item.section) for item in context.items],
             usage=new_usage(self.model),
             agent=self.name,
             model_input=[dict(item) for item in context.model_input()],

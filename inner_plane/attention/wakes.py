@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import redis
 
 from inner_plane import celery_bridge, logs, redis_keys
+from inner_plane.attention.live import policy_source
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Mode, PublishResult
 
@@ -49,7 +50,7 @@ return table.concat(fresh)
 def _open_windows(runtime: Runtime, delegate_ids: Sequence[str]) -> list[bool]:
     """SET NX of each delegate's debounce key, in one round trip: True where this call opened
     the window (or Redis is unreachable: a redundant activation is a no-op, a lost one is not)."""
-    ttl_ms = runtime.settings.batch_max_age_ms + 5_000
+    ttl_ms = policy_source(runtime).current().base.max_age_ms + 5_000
     keys = [redis_keys.wake_debounce(delegate_id) for delegate_id in delegate_ids]
     try:
         if len(keys) == 1:
@@ -64,10 +65,15 @@ def _open_windows(runtime: Runtime, delegate_ids: Sequence[str]) -> list[bool]:
     return [flag == "1" for flag in flags]
 
 
-def _enqueue(runtime: Runtime, delegate_id: str, urgent: bool) -> bool:
-    quiet_s = runtime.settings.batch_quiet_ms / 1000
+def _enqueue(
+    runtime: Runtime, delegate_id: str, urgent: bool, countdown: float | None = None
+) -> bool:
+    """Send one activate: at once if urgent, after ``countdown`` if given, else after the
+    policy's default quiet period (the lane then waits out whatever window is left)."""
+    if countdown is None:
+        countdown = policy_source(runtime).current().base.quiet_ms / 1000
     try:
-        send_activate(runtime, delegate_id, 0.0 if urgent else quiet_s)
+        send_activate(runtime, delegate_id, 0.0 if urgent else countdown)
     except Exception as error:  # broker down: the signal is journaled; the sweeper wakes it
         logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
         return False
@@ -91,9 +97,33 @@ def wake_on_publish(runtime: Runtime, results: Sequence[PublishResult]) -> None:
             normal.add(result.delegate_id)
     for delegate_id in sorted(urgent):
         _enqueue(runtime, delegate_id, urgent=True)
+    for delegate_id, soon in sorted(_sooner_windows(runtime, results).items()):
+        if delegate_id not in urgent:
+            # A kind whose window closes before the default one: an activate of its own, or it
+            # would wait for the one a longer window scheduled.
+            _enqueue(runtime, delegate_id, urgent=False, countdown=soon)
+            normal.discard(delegate_id)
     waiting = sorted(normal - urgent)
     if waiting:
         # One round trip for every delegate of the batch, not one per delegate.
         for delegate_id, fresh in zip(waiting, _open_windows(runtime, waiting), strict=True):
             if fresh:
                 _enqueue(runtime, delegate_id, urgent=False)
+
+
+def _sooner_windows(runtime: Runtime, results: Sequence[PublishResult]) -> dict[str, float]:
+    """Per delegate, the earliest window close among the new wake signals whose kind the policy
+    gives a shorter window than the default quiet period."""
+    policy = policy_source(runtime).current()
+    if policy.uniform:
+        return {}
+    default = policy.base.quiet_ms / 1000
+    soonest: dict[str, float] = {}
+    for result in results:
+        if result.mode is not Mode.WAKE or result.deduplicated:
+            continue
+        timing = policy.for_kind(result.delegate_id, result.kind)
+        closes = min(timing.quiet_s, timing.max_age_s)
+        if closes < default:
+            soonest[result.delegate_id] = min(closes, soonest.get(result.delegate_id, closes))
+    return soonest

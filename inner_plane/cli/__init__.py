@@ -56,6 +56,8 @@ COMMANDS: dict[str, Entry] = {
     "beat": Entry("processes", "beat", "Run Celery beat with the plane's schedule."),
     "flower": Entry("processes", "flower", "Run Flower (Celery monitoring)."),
     "db": Entry("db", "db_app", "Journal database migrations."),
+    "policy": Entry("policy", "policy_app", "The attention policy: show, diff, apply, roll back."),
+    "simulate": Entry("simulate", "simulate", "Replay the journal under a candidate policy."),
 }
 
 

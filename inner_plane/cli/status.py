@@ -57,6 +57,15 @@ def _text(report: dict[str, Any]) -> list[str]:
                 f"oldest {_age(lane['oldest_due_s'])}"
                 f", {lease}, {lane['queued_turns']} user turn(s) queued"
             )
+    if report.get("tokens_today"):
+        lines.append("model tokens today (UTC), heaviest delegates:")
+        for usage in report["tokens_today"]:
+            lines.append(
+                f"  {usage['delegate_id']}: {usage['tokens']} tokens ({usage['input_tokens']} in, "
+                f"{usage['cached_tokens']} cached, {usage['output_tokens']} out, "
+                f"{usage['reasoning_tokens']} reasoning) in {usage['calls']} call(s), "
+                f"~${usage['cost_usd']:.4f}"
+            )
     for problem in report["problems"]:
         lines.append(f"{problem['severity']}: {problem['what']}\n  -> {problem['do']}")
     return lines

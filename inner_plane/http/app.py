@@ -36,11 +36,13 @@ from inner_plane.http import (
     metrics,
     operator_api,
     ui,
+    validation,
 )
 from inner_plane.http.conversation_auth import AuthenticatePerson, ConversationGate
 from inner_plane.http.conversation_stream import ConversationStreams
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import COOKIE, OperatorGate
+from inner_plane.http.operator_calls import UuidPath
 from inner_plane.http.schemas import (
     ExternalSignal,
     Health,
@@ -242,7 +244,17 @@ def create_app(
     # A redirect to the slashed (or unslashed) path would be built from the request's Host.
     app.router.redirect_slashes = False
     app.add_exception_handler(ApiError, errors.handle_api_error)
-    app.add_exception_handler(RequestValidationError, guards.handle_validation_error)
+    # Refused parameters: the declared error body (guards), after the credential check on the
+    # operator API (http/validation).
+    app.add_exception_handler(
+        RequestValidationError, validation.handler(gate, guards.handle_validation_error)
+    )
+
+    @app.get("/livez", include_in_schema=False)
+    def livez() -> Response:
+        """Liveness of this process alone (it serves requests); never asks a store, so a store
+        outage does not get every API pod restarted (readiness is /healthz)."""
+        return JSONResponse({"status": "ok"})
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def healthz() -> Response:
@@ -302,7 +314,7 @@ def create_app(
         response_model=Signal,
         responses=errors.STATUS_ERRORS,
     )
-    async def get_signal(signal_id: str, request: Request) -> Response:
+    async def get_signal(signal_id: UuidPath, request: Request) -> Response:
         payload = await run_in_threadpool(
             status_request,
             runtime_factory,

@@ -338,12 +338,11 @@ def build_router(
             except ValueError:
                 raise errors.invalid("Last-Event-ID", "not an id of this stream") from None
         caller = await run_in_threadpool(caller_for, request, delegate_id, Scope.READ)
-        # A stream holds one of the process's slots (INNER_PLANE_API_STREAMS*) until it ends.
         credential = (
-            f"operator:{caller.operator}" if caller.operator else f"person:{caller.delegate_id}"
+            f"operator:{caller.operator}" if caller.delegate_id is None else f"person:{delegate_id}"
         )
         slots = process_slots()
-        slots.acquire(credential)
+        slots.acquire(credential)  # 429 past the credential's streams, 503 past the process's
         try:
             await run_in_threadpool(streams.feed().start)  # blocks until it listens, first time
             body = await streams.open(delegate_id, resume)

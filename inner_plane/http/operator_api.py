@@ -26,6 +26,7 @@ from inner_plane.http.operator_delegates import (
     add_delegate_routes,
     add_person_routes,
 )
+from inner_plane.http.operator_policy import add_policy_routes, add_simulate_route
 from inner_plane.http.operator_signals import add_signal_routes
 from inner_plane.http.operator_timers_memories import add_memory_routes, add_timer_routes
 from inner_plane.journal.operator.live import Position
@@ -46,6 +47,8 @@ def build_router(
     add_signal_routes(router, calls)
     add_timer_routes(router, calls)
     add_memory_routes(router, calls)
+    add_policy_routes(router, calls)
+    add_simulate_route(router, calls)
 
     @router.get(
         "/events",

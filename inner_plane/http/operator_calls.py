@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 from fastapi.types import DecoratedCallable
 from pydantic import BaseModel, Field
@@ -31,6 +31,10 @@ Limit = Annotated[int, Query(ge=1, le=reads.MAX_LIMIT, description="Items per pa
 Cursor = Annotated[
     str | None, Query(max_length=512, description="`next` of the previous page (opaque)")
 ]
+# A path id the server requires to be a UUID, declared so (format: uuid). Kept a string for
+# FastAPI: the handler parses it after the credential check (parse_uuid), so a request without
+# a credential is 401 whatever its id, and a bad id is 422 in the API's error body.
+UuidPath = Annotated[str, Path(json_schema_extra={"format": "uuid"})]
 
 
 class PageBody(BaseModel):

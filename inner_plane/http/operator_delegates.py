@@ -19,10 +19,12 @@ from inner_plane.http.operator_calls import (
     Cursor,
     Limit,
     OperatorCalls,
+    UuidPath,
     json_response,
     page_route,
     parse_uuid,
 )
+from inner_plane.journal.operator import continuity as continuity_reads
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import reads
 from inner_plane.journal.people import questions
@@ -66,6 +68,21 @@ def add_delegate_routes(router: APIRouter, calls: OperatorCalls) -> None:
             ),
         )
         return json_response(page.items[0])
+
+    @router.get(
+        "/delegates/{delegate_id}/context",
+        summary="A delegate's context window, token usage by day and continuity capsule versions",
+    )
+    async def context(request: Request, delegate_id: str) -> Response:
+        """The window's state (compaction method, version, items, tokens, failures and the
+        last error, when a failed compaction is retried), the delegate's tokens and estimated
+        cost per UTC day (newest first), and every capsule version with its diff from the one
+        before."""
+        return json_response(
+            await calls.read(
+                request, lambda rt: continuity_reads.continuity(rt.engine, delegate_id)
+            )
+        )
 
     @router.get(
         "/delegates/{delegate_id}/timeline",
@@ -162,9 +179,13 @@ def add_activation_routes(router: APIRouter, calls: OperatorCalls) -> None:
         summary="An activation: claimed batch, envelope, ThoughtFlow, conversation events",
         responses=NOT_FOUND,
     )
-    async def activation(request: Request, activation_id: str) -> Response:
-        key = parse_uuid("activation_id", activation_id)
-        found = await calls.read(request, lambda rt: reads.activation_detail(rt.engine, key))
+    async def activation(request: Request, activation_id: UuidPath) -> Response:
+        found = await calls.read(
+            request,
+            lambda rt: reads.activation_detail(
+                rt.engine, parse_uuid("activation_id", activation_id)
+            ),
+        )
         if found is None:
             raise ApiError(404, "not_found", "no such activation")
         return json_response(found)
@@ -175,10 +196,9 @@ def add_activation_routes(router: APIRouter, calls: OperatorCalls) -> None:
         summary="Retry every dead signal an activation had claimed",
         responses=NOT_FOUND,
     )
-    async def retry_activation(request: Request, activation_id: str) -> Response:
-        key = parse_uuid("activation_id", activation_id)
-
+    async def retry_activation(request: Request, activation_id: UuidPath) -> Response:
         def work(rt: Runtime, operator: str) -> Any:
+            key = parse_uuid("activation_id", activation_id)  # after the credential check
             done = operators.retry_dead_of_activation(rt, key, operator)
             if done is None:
                 raise ApiError(404, "not_found", "no such activation")

@@ -20,6 +20,7 @@ from inner_plane.http.operator_calls import (
     Cursor,
     Limit,
     OperatorCalls,
+    UuidPath,
     json_response,
     page_route,
     parse_uuid,
@@ -73,9 +74,10 @@ def add_signal_routes(router: APIRouter, calls: OperatorCalls) -> None:
         summary="One signal with its events (operators)",
         responses=NOT_FOUND,
     )
-    async def signal_detail(request: Request, signal_id: str) -> Response:
-        key = parse_uuid("signal_id", signal_id)
-        found = await calls.read(request, lambda rt: reads.get_signal(rt.engine, key))
+    async def signal_detail(request: Request, signal_id: UuidPath) -> Response:
+        found = await calls.read(
+            request, lambda rt: reads.get_signal(rt.engine, parse_uuid("signal_id", signal_id))
+        )
         if found is None:
             raise ApiError(404, "not_found", "no such signal")
         return json_response(found)
@@ -97,10 +99,9 @@ def add_signal_routes(router: APIRouter, calls: OperatorCalls) -> None:
         summary="Retry a dead, dismissed or expired signal",
         responses={**NOT_FOUND, 409: errors._doc("The signal is not in a retryable state")},
     )
-    async def retry(request: Request, signal_id: str) -> Response:
-        key = parse_uuid("signal_id", signal_id)
-
+    async def retry(request: Request, signal_id: UuidPath) -> Response:
         def work(rt: Runtime, operator: str) -> Any:
+            key = parse_uuid("signal_id", signal_id)  # after the credential check
             done = operators.retry_signal(rt, key, operator)
             if done is None:
                 _missing_or_conflict(rt, key, "is not dead, dismissed or expired")
@@ -115,12 +116,12 @@ def add_signal_routes(router: APIRouter, calls: OperatorCalls) -> None:
         responses={**NOT_FOUND, 409: errors._doc("The signal is not pending or dead")},
     )
     async def dismiss(
-        request: Request, signal_id: str, body: Annotated[DismissBody | None, Body()] = None
+        request: Request, signal_id: UuidPath, body: Annotated[DismissBody | None, Body()] = None
     ) -> Response:
-        key = parse_uuid("signal_id", signal_id)
         reason = (body or DismissBody()).reason
 
         def work(rt: Runtime, operator: str) -> Any:
+            key = parse_uuid("signal_id", signal_id)  # after the credential check
             done = operators.dismiss_signal(rt, key, operator, reason)
             if done is None:
                 _missing_or_conflict(rt, key, "is not pending or dead")

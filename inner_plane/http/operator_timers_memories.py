@@ -16,6 +16,7 @@ from inner_plane.http.operator_calls import (
     Cursor,
     Limit,
     OperatorCalls,
+    UuidPath,
     page_route,
     parse_uuid,
 )
@@ -51,10 +52,9 @@ def add_timer_routes(router: APIRouter, calls: OperatorCalls) -> None:
         summary="Cancel an active timer",
         responses={**NOT_FOUND, 409: errors._doc("The timer is not active")},
     )
-    async def cancel(request: Request, timer_id: str) -> Response:
-        key = parse_uuid("timer_id", timer_id)
-
+    async def cancel(request: Request, timer_id: UuidPath) -> Response:
         def work(rt: Runtime, operator: str) -> Any:
+            key = parse_uuid("timer_id", timer_id)  # after the credential check
             done = operators.cancel_timer(rt, key, operator)
             if done is None:
                 from inner_plane.journal.timers.store import TimerJournal

@@ -27,11 +27,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from inner_plane import operators
 from inner_plane import timeline as timeline_view
 from inner_plane.http.operator_auth import COOKIE, Caller, OperatorGate
+from inner_plane.http.ui_simulate import simulate_page
 from inner_plane.http.ui_views import charts, entry_view, pretty, signal_view
+from inner_plane.journal.operator import continuity as continuity_reads
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import reads
 from inner_plane.people import directory
 from inner_plane.runtime import Runtime
+from inner_plane.signals.model import IDENTIFIER_PATTERN
 from inner_plane.sources.auth import Throttled
 from inner_plane.sources.errors import ApiError
 from inner_plane.sources.intake import JOURNAL_DOWN, client_of
@@ -189,6 +192,7 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 person = directory.get(rt, delegate_id)
                 return {
                     "delegate": delegate_id,
+                    "continuity": continuity_reads.continuity(rt.engine, delegate_id, days=7),
                     "person": None if person is None else person.public(),
                     "entries": entries,
                     "last_seq": entries[-1]["seq"] if entries else 0,
@@ -228,6 +232,22 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
             found["batch"] = [signal_view(s) for s in found["batch"]]
             found["entries"] = [entry_view(timeline_view.entry(e)) for e in found["events"]]
             return page(request, "activation.html", found)
+
+        return await guarded(request, render)
+
+    @router.get("/simulate", response_class=HTMLResponse)
+    async def simulate_view(
+        request: Request,
+        since: Annotated[str | None, Query(max_length=64)] = None,
+        until: Annotated[str | None, Query(max_length=64)] = None,
+        delegate: Annotated[str | None, Query(max_length=128, pattern=IDENTIFIER_PATTERN)] = None,
+        version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    ) -> Response:
+        async def render() -> Response:
+            def work(rt: Runtime) -> dict[str, Any]:
+                return simulate_page(rt, since, until, delegate or None, version)
+
+            return page(request, "simulate.html", await load(request, work))
 
         return await guarded(request, render)
 

@@ -13,15 +13,28 @@ from typing import cast
 
 from sqlalchemy import Index, MetaData, Table
 
-from inner_plane.journal import memories, processors
+from inner_plane.journal import memories, policy, processors
+from inner_plane.journal.conversation import capsule, thoughtflow, usage, window
 from inner_plane.journal.conversation import events as conversation
-from inner_plane.journal.conversation import thoughtflow
 from inner_plane.journal.people import people, questions, tokens
 from inner_plane.journal.tables import METADATA
 from inner_plane.journal.timers import store as timers
 
 # The modules whose row classes join the metadata (imported for that, named so it is explicit).
-OWNERS = (conversation, memories, people, processors, questions, thoughtflow, timers, tokens)
+OWNERS = (
+    conversation,
+    memories,
+    people,
+    policy,
+    capsule,
+    processors,
+    questions,
+    thoughtflow,
+    timers,
+    tokens,
+    usage,
+    window,
+)
 
 metadata: MetaData = METADATA
 

@@ -184,6 +184,8 @@ ACTIVATIONS = Table(
     Column("reply", Text),
     # How deep in a chain of activations causing each other (through signals) this one is.
     Column("chain_depth", Integer, nullable=False, server_default=text("0")),
+    # The attention policy version it was decided under (NULL: the settings; migration 0022).
+    Column("policy_version", Integer),
     CheckConstraint(f"state IN {ACTIVATION_STATES}", name="state"),
     Index("ix_activations_delegate_seq", "delegate_id", "seq"),
     # The running activation of a delegate (the lease keeps it to one).
@@ -234,6 +236,8 @@ USER_TURNS = Table(
     ),
     Index("ix_user_turns_running", "delegate_id", postgresql_where=text("state = 'running'")),
     Index("ix_user_turns_delegate_seq", "delegate_id", "seq"),
+    # Migration 0022_policy_versions: the simulator's read of a time range.
+    Index("ix_user_turns_created_at", "created_at"),
     Index(
         "ix_user_turns_finished_at",
         "finished_at",
@@ -279,6 +283,8 @@ SIGNAL_EVENTS = Table(
     Column("activation_id", UUID(as_uuid=True)),
     # The operator who caused the event (NULL: the plane itself).
     Column("actor", Text),
+    # The attention policy version of a lane decision (deferred, claimed; NULL: the settings).
+    Column("policy_version", Integer),
     Index("ix_signal_events_signal", "signal_id", "id"),
     Index("ix_signal_events_at", "at"),
 )

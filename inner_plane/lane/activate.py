@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from inner_plane import logs
 from inner_plane.activation import Activation, AgentResult, Preempted, WorkingContext
 from inner_plane.activation.storable import storable_result, storable_text
+from inner_plane.activation.tokens import cost_usd
 from inner_plane.agent.port import BaseAgent, Composer
 from inner_plane.config import Settings
 from inner_plane.journal.database import single_statement
@@ -85,6 +86,7 @@ class Activator:
             guard.safe_point()
             # What a model returned is hostile input: made storable before anything records it.
             result = storable_result(self.agent.run(context, guard))
+            _price(result, settings)
         except LeaseLost:
             if reply is not None:
                 reply.aborted("lease_lost")
@@ -98,7 +100,7 @@ class Activator:
                 preempted.reason,
                 context,
                 time.monotonic() - started,
-                _storable_partial(preempted.partial),
+                _priced(_storable_partial(preempted.partial), settings),
             )
             return
         except Exception as error:  # the agent or composer failed: bounded retry
@@ -112,7 +114,7 @@ class Activator:
                 context,
                 time.monotonic() - started,
                 # What an agent did before failing (AgentRunFailed.partial), for the ThoughtFlow.
-                _storable_partial(getattr(error, "partial", None)),
+                _priced(_storable_partial(getattr(error, "partial", None)), settings),
             )
             return
         finish.completed(closing, step, context, result, time.monotonic() - started)
@@ -163,6 +165,22 @@ class Activator:
             activation, signals=tuple(s for s in activation.signals if s.id not in bad)
         )
         return self.composer.compose(step.activation)
+
+
+def _price(result: AgentResult | None, settings: Settings) -> None:
+    """The estimated cost of the activation's model calls, from the price table, on its usage
+    (and so on its context.usage event and the day's sum)."""
+    if result is None or not result.usage:
+        return
+    model = result.usage.get("model")
+    cost = cost_usd(model if isinstance(model, str) else None, result.usage, settings.token_prices)
+    if cost is not None:
+        result.usage["cost_usd"] = cost
+
+
+def _priced(result: AgentResult | None, settings: Settings) -> AgentResult | None:
+    _price(result, settings)
+    return result
 
 
 def _storable_partial(partial: AgentResult | None) -> AgentResult | None:

@@ -17,11 +17,13 @@ ThoughtFlow record, so it lives with the value types:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from inner_plane.activation import Trigger
-from inner_plane.attention.policy import budget_frees_at, wait_before_claim
+from inner_plane.attention.document import AttentionPolicy, KindTiming
+from inner_plane.attention.policy import budget_frees_at, wait_before_claim, window_by_kind
 from inner_plane.config import Settings
 from inner_plane.journal.lane.claims import DueWindow, SafePointCheck
 
@@ -34,11 +36,20 @@ MIN_COUNTDOWN_S = 0.05
 
 @dataclass(frozen=True)
 class LanePolicy:
-    """The settings the decisions read."""
+    """What the decisions of one delegate's lane read: the attention policy in force for it.
+
+    ``kind_timing``: the batching window of each kind, when some rule gives a kind its own
+    (None: ``quiet_s``/``max_age_s`` for every kind). ``version``: the policy version in force
+    (None: none applied, the settings), recorded with every decision it makes."""
 
     quiet_s: float
     max_age_s: float
     wake_budget_per_hour: int
+    batch_limit: int = 100
+    version: int | None = None
+    kind_timing: Callable[[str], KindTiming] | None = None
+    # The label of the rule that set the delegate's budget or batch limit, if any.
+    delegate_rule: str | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> LanePolicy:
@@ -46,14 +57,40 @@ class LanePolicy:
             quiet_s=settings.batch_quiet_ms / 1000,
             max_age_s=settings.batch_max_age_ms / 1000,
             wake_budget_per_hour=settings.wake_budget_per_hour,
+            batch_limit=settings.batch_limit,
         )
+
+    @classmethod
+    def for_delegate(cls, policy: AttentionPolicy, delegate_id: str) -> LanePolicy:
+        limits = policy.for_delegate(delegate_id)
+
+        def timing(kind: str) -> KindTiming:
+            return policy.for_kind(delegate_id, kind)
+
+        return cls(
+            quiet_s=policy.base.quiet_ms / 1000,
+            max_age_s=policy.base.max_age_ms / 1000,
+            wake_budget_per_hour=limits.wake_budget_per_hour,
+            batch_limit=limits.batch_limit,
+            version=policy.version,
+            kind_timing=None if policy.uniform else timing,
+            delegate_rule=limits.rule,
+        )
+
+    def window_wait(self, window: DueWindow) -> tuple[float | None, str | None]:
+        """Seconds before claiming (None: nothing due), and the rule whose window binds."""
+        if self.kind_timing is None or not window.kinds:
+            return wait_before_claim(window, self.quiet_s, self.max_age_s), None
+        return window_by_kind(window, self.kind_timing)
 
 
 @dataclass(frozen=True)
 class Wait:
-    """The batching window is open: record it on the due signals, look again in ``seconds``."""
+    """The batching window is open: record it on the due signals, look again in ``seconds``.
+    ``rule``: the policy rule whose window binds (None: the defaults)."""
 
     seconds: float
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,11 +146,11 @@ def decide(
             f"user turn on {user_turn_channel}",
             background_waits=window.count > 0 and first and reason == "wake",
         )
-    wait = wait_before_claim(window, policy.quiet_s, policy.max_age_s)
+    wait, rule = policy.window_wait(window)
     if wait is None:
         return Idle(countdown(window.next_available_in))
     if wait > 0:
-        return Wait(wait)
+        return Wait(wait, rule)
     if window.interrupt:
         return Run(Trigger.INTERRUPT, reason)
     frees = budget_frees_at(
@@ -154,3 +191,15 @@ def after_release(reschedule: float | None, work_left: bool) -> float | None:
     if work_left:
         return 0.0 if reschedule is None else min(reschedule, MAX_COUNTDOWN_S)
     return reschedule
+
+
+def token_budget(tokens_today: int, budget: int | None, now: datetime) -> DeferForBudget | None:
+    """The daily token budget: once a delegate's tokens of the UTC day reach ``budget``, its
+    background wakes wait for the next day (a user turn is never held back)."""
+    if budget is None or tokens_today < budget:
+        return None
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return DeferForBudget(
+        today + timedelta(days=1),
+        f"token budget: {tokens_today} tokens used today (limit {budget} a day)",
+    )

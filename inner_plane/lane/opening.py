@@ -6,11 +6,15 @@ signals, claim the batch, insert the activation row with its first conversation 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+
+from sqlalchemy import Connection
 
 from inner_plane import logs
-from inner_plane.activation import Activation, UserMessage
+from inner_plane.activation import Activation, Trigger, UserMessage
 from inner_plane.config import Settings
 from inner_plane.journal.conversation import events as conversation
+from inner_plane.journal.conversation import usage
 from inner_plane.journal.lane import activations, claims, user_turns
 from inner_plane.journal.lane.leases import LeaseLost
 from inner_plane.lane import decide
@@ -20,7 +24,7 @@ from inner_plane.lane.records import Step, Transaction, activation_fields, entry
 def open_step(
     transaction: Transaction,
     settings: Settings,
-    policy: decide.LanePolicy,
+    policy_of: Callable[[Connection, claims.DueWindow], decide.LanePolicy],
     *,
     delegate_id: str,
     epoch: int,
@@ -29,7 +33,10 @@ def open_step(
     reason: str,
     first: bool,
 ) -> Step | float | None:
-    """The next step, or when to look again (None: not until something arrives)."""
+    """The next step, or when to look again (None: not until something arrives).
+
+    ``policy_of``: the delegate's attention policy for the window read (the window carries the
+    version in force, read by the same statement; see :mod:`inner_plane.attention.live`)."""
     activation_id = uuid.uuid4()
     with transaction() as connection:
         # Its commit need not wait for a WAL flush: a database crash before the activation
@@ -37,6 +44,7 @@ def open_step(
         window = claims.due_window(connection, delegate_id, opening=True)
         if window.lease_epoch != epoch:  # the fence, read FOR SHARE by the same query
             raise LeaseLost(delegate_id, epoch, window.lease_epoch)
+        policy = policy_of(connection, window)
         turn = (
             user_turns.next_user_turn(connection, delegate_id, activation_id)
             if decide.takes_user_turn(window)
@@ -56,17 +64,40 @@ def open_step(
                 connection,
                 delegate_id,
                 "deferred",
-                f"batching window open ({decision.seconds:.3f} s)",
+                f"batching window open ({decision.seconds:.3f} s"
+                f"{_by_policy(policy.version, decision.rule)})",
+                policy_version=policy.version,
             )
             logs.emit(
                 "deferred",
                 delegate=delegate_id,
                 reason="batching window open",
                 wait_s=round(decision.seconds, 3),
+                policy_version=policy.version,
+                rule=decision.rule,
             )
             return decision.seconds
+        if (
+            isinstance(decision, decide.Run)
+            and decision.trigger in (Trigger.WAKE, Trigger.DRAIN)
+            and settings.daily_token_budget is not None
+        ):
+            decision = (
+                decide.token_budget(
+                    usage.tokens_today(connection, delegate_id),
+                    settings.daily_token_budget,
+                    window.now,
+                )
+                or decision
+            )
         if isinstance(decision, decide.DeferForBudget):
-            ids = claims.defer_signals(connection, delegate_id, decision.until, decision.reason)
+            ids = claims.defer_signals(
+                connection,
+                delegate_id,
+                decision.until,
+                decision.reason + _by_policy(policy.version, policy.delegate_rule),
+                policy_version=policy.version,
+            )
             logs.emit(
                 "deferred",
                 delegate=delegate_id,
@@ -82,9 +113,10 @@ def open_step(
             connection,
             delegate_id,
             activation_id,
-            settings.batch_limit,
+            policy.batch_limit,
             # A user turn breaks a chain: the loop guard follows autonomous work only.
             chain_limit=settings.loop_chain_limit if turn is None else None,
+            policy_version=policy.version,
         )
         claimed = batch.signals
         log_quarantined(batch.quarantined, activation_id)
@@ -133,8 +165,16 @@ def open_step(
             agent=agent_name,
             chain_depth=batch.chain_depth,
             entries=entries,
+            policy_version=policy.version,
         )
     for signal in dead:
         logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
     logs.emit("batch", **activation_fields(activation), reason=decision.reason)
     return Step(activation, None if turn is None else turn.id)
+
+
+def _by_policy(version: int | None, rule: str | None) -> str:
+    """ "; policy v7, rule `task.*`" for a decision a stored policy made ("" for the settings)."""
+    if version is None:
+        return ""
+    return f"; policy v{version}" + ("" if rule is None else f", rule `{rule}`")

@@ -23,20 +23,23 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from sqlalchemy import Connection
 
 from inner_plane import logs, redis_keys
-from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.activation import Preempted, Trigger
+from inner_plane.agent.port import BaseAgent, Composer, ContextKeeper
+from inner_plane.attention.document import AttentionPolicy
+from inner_plane.attention.live import policy_source
 from inner_plane.attention.wakes import clear_debounce, send_activate
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane import claims, user_turns
 from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
 from inner_plane.lane import decide
 from inner_plane.lane.activate import Activator
-from inner_plane.lane.guard import Heartbeat
+from inner_plane.lane.guard import Heartbeat, LaneGuard
 from inner_plane.lane.notices import lane_notices
 from inner_plane.lane.opening import open_step
 from inner_plane.lane.records import Step, Transaction
@@ -68,11 +71,14 @@ class Lane:
         agent: BaseAgent,
         composer: Composer,
         holder: str | None = None,
+        keeper: ContextKeeper | None = None,
     ) -> None:
         self.runtime = runtime
         self.settings = runtime.settings
         self.holder = holder or holder_name()
-        self.policy = decide.LanePolicy.of(runtime.settings)
+        self.policies = policy_source(runtime)
+        # The last delegate's lane policy, per attention policy (one delegate per lane run).
+        self._lane_policy: tuple[AttentionPolicy, str, decide.LanePolicy] | None = None
         self.leases = Leases(runtime.engine)
         self._connection: Connection | None = None
         # Whether the run's connection may still hold the liveness lock (until let go).
@@ -82,12 +88,16 @@ class Lane:
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
+        self._delegate = ""
         self.activator = Activator(runtime, agent, composer, configured_channels(runtime.settings))
+        # Context maintenance between activations (window compaction), if the agent has any.
+        self.keeper = keeper
 
     # --- the lane run ---------------------------------------------------------------------
 
     def run(self, delegate_id: str, reason: str = "wake") -> LaneOutcome:
         outcome = LaneOutcome()
+        self._delegate = delegate_id
         lock = self._lock(delegate_id)
         if lock is False:
             # Held by a lane that runs, or by one that died (the Redis lock outlives it by up to
@@ -223,11 +233,20 @@ class Lane:
         clear_debounce(self.runtime, delegate_id)
         slice_ends = time.monotonic() + max(5.0, self.settings.task_soft_time_limit_s / 4)
         first = True
+        maintained = False  # at most once a lane run: a window that stays long waits a run
         while True:
             if time.monotonic() > slice_ends:
                 return 0.0  # yield the worker; a fresh task continues the drain
             step_or_wait = self._next_step(delegate_id, epoch, reason if first else "drain", first)
             if not isinstance(step_or_wait, Step):
+                # Nothing to run now: the lowest-priority work, under the same lease, yielding
+                # to a user turn like any model call; then look again.
+                if not maintained:
+                    done = self._maintain(delegate_id, epoch, lease_lost)
+                    # Once a run; pre-empted, it runs again after the user turn.
+                    maintained = done == "ran"
+                    if done != "idle":
+                        continue
                 return step_or_wait
             if step_or_wait.turn_id is None:
                 first = False  # later background batches of this run are drains
@@ -241,20 +260,56 @@ class Lane:
                 self._yield_hint,
             )
 
+    def _maintain(
+        self, delegate_id: str, epoch: int, lease_lost: threading.Event
+    ) -> Literal["ran", "yielded", "idle"]:
+        """Context maintenance (compaction) when due: "ran" (or failed, which the keeper
+        records), "yielded" to a user turn waiting, or "idle" (nothing due)."""
+        if self.keeper is None:
+            return "idle"
+        guard = LaneGuard(
+            lambda: single_statement(self.runtime.engine),
+            delegate_id,
+            epoch,
+            f"maintenance-{uuid.uuid4()}",
+            Trigger.WAKE,  # background work: any user turn pre-empts it
+            lease_lost,
+            self._yield_hint,
+        )
+        try:
+            ran = self.keeper.maintain(delegate_id, epoch, guard, self._transaction)
+        except Preempted:
+            return "yielded"
+        except LeaseLost:
+            raise
+        except Exception as error:  # never worth the lane: the next lane run tries again
+            logs.emit("maintenance_failed", delegate=delegate_id, reason=str(error)[:300])
+            return "ran"
+        return "ran" if ran else "idle"
+
     def _next_step(
         self, delegate_id: str, epoch: int, reason: str, first: bool
     ) -> Step | float | None:
         """Decide from the window the last activation's closing transaction read, if that says
         idle; else open the next activation (:func:`open_step`, one fenced transaction)."""
         known, self._window_after = self._window_after, None
-        if known is not None and known.lease_epoch == epoch and not decide.takes_user_turn(known):
-            idle = decide.decide(known, self.policy, first=first, reason=reason)
+        if (
+            known is not None
+            and known.lease_epoch == epoch
+            and not decide.takes_user_turn(known)
+            and self.policies.is_cached(known)  # else the opening reads the new version
+        ):
+            connection = self._connection
+            assert connection is not None
+            idle = decide.decide(
+                known, self._policy_of(connection, known), first=first, reason=reason
+            )
             if isinstance(idle, decide.Idle):
                 return idle.countdown
         return open_step(
             self._transaction,
             self.settings,
-            self.policy,
+            self._policy_of,
             delegate_id=delegate_id,
             epoch=epoch,
             holder=self.holder,
@@ -262,6 +317,17 @@ class Lane:
             reason=reason,
             first=first,
         )
+
+    def _policy_of(self, connection: Connection, window: claims.DueWindow) -> decide.LanePolicy:
+        """The delegate's lane policy under the attention policy version ``window`` read."""
+        policy = self.policies.for_window(connection, window)
+        delegate_id = self._delegate
+        cached = self._lane_policy
+        if cached is not None and cached[0] is policy and cached[1] == delegate_id:
+            return cached[2]
+        lane_policy = decide.LanePolicy.for_delegate(policy, delegate_id)
+        self._lane_policy = (policy, delegate_id, lane_policy)
+        return lane_policy
 
     # --- after the lease is released -------------------------------------------------------
 

@@ -195,6 +195,8 @@ class EmbeddedServices:
                 continue
             if server.stop():
                 stopped.append(f"embedded {server.name} (pid {pid})")
+        for keeper in self._keepers:
+            keeper.release()
         if self.persistent:
             with contextlib.suppress(OSError):
                 (self.data_dir / "servers.json").unlink()

@@ -84,6 +84,8 @@ class StoreKeeper:
         # Set when the store stayed unreachable past the deadline: what was tried, one line.
         self.failure: str | None = None
         self._halt = threading.Event()
+        self._looking = threading.Event()
+        self._released = threading.Event()
         self._thread: threading.Thread | None = None
         self._down_since: float | None = None
         self._said_down = False
@@ -104,15 +106,28 @@ class StoreKeeper:
         way to give up."""
         self._halt.set()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._looking.wait(timeout)
+
+    def release(self) -> None:
+        """Let the thread end, once the server is stopped (see :meth:`_run`)."""
+        self._released.set()
+        if self._thread is not None:
+            self._thread.join(5)
 
     def _run(self) -> None:
-        while not self._halt.is_set() and self.failure is None:
-            try:
-                self.look_once()
-            except Exception as error:  # a keeper never dies of a surprise: it looks again
-                self._last_error = _one_line(str(error))
-            self._halt.wait(_LOOK_EVERY_S)
+        try:
+            while not self._halt.is_set() and self.failure is None:
+                try:
+                    self.look_once()
+                except Exception as error:  # a keeper never dies of a surprise: it looks again
+                    self._last_error = _one_line(str(error))
+                self._halt.wait(_LOOK_EVERY_S)
+        finally:
+            self._looking.set()
+            # A server this thread restarted gets its stop signal when the thread that forked
+            # it ends (PR_SET_PDEATHSIG follows the thread, not the process): the thread lives
+            # on until the server is stopped in order, or `up` itself dies.
+            self._released.wait()
 
     # --- one look ----------------------------------------------------------------------------
 

@@ -310,6 +310,7 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
             lanes = overview.lanes(rows, TOP_DELEGATES)
             backlog = overview.delegates_with_backlog(rows)
             budget = overview.wake_budget_used(rows, TOP_DELEGATES)
+            tokens = overview.tokens_today(rows, TOP_DELEGATES)
     except Exception:
         up.add_metric(["postgresql"], 0)
         return
@@ -376,3 +377,18 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
     for delegate, count in budget.items():
         used.add_metric([delegate], count)
     yield used
+    spent = GaugeMetricFamily(
+        "inner_plane_tokens_today",
+        f"Model tokens (input + output) used today (UTC), top {TOP_DELEGATES} delegates",
+        labels=["delegate"],
+    )
+    cost = GaugeMetricFamily(
+        "inner_plane_token_cost_usd_today",
+        f"Estimated model cost today (UTC) from the price table, top {TOP_DELEGATES} delegates",
+        labels=["delegate"],
+    )
+    for entry in tokens:
+        spent.add_metric([entry["delegate_id"]], entry["tokens"])
+        cost.add_metric([entry["delegate_id"]], entry["cost_usd"])
+    yield spent
+    yield cost

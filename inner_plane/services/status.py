@@ -46,6 +46,7 @@ class Report:
     endpoints: dict[str, Any] = field(default_factory=dict)
     journal: dict[str, Any] = field(default_factory=dict)
     lanes: list[dict[str, Any]] = field(default_factory=list)
+    tokens_today: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -66,6 +67,7 @@ class Report:
             "endpoints": self.endpoints,
             "journal": self.journal,
             "lanes": self.lanes,
+            "tokens_today": self.tokens_today,
             "problems": [p.__dict__ for p in self.problems],
         }
 
@@ -110,6 +112,7 @@ def _database(report: Report, targets: Targets) -> bool:
             report.journal["delegates_with_backlog"] = overview.delegates_with_backlog(rows)
             lanes = overview.lanes(rows, targets.top_lanes)
             report.lanes = [lane.public() for lane in lanes]
+            report.tokens_today = overview.tokens_today(rows, targets.top_lanes)
     except Exception as error:
         entry["reachable"] = False
         entry["error"] = str(error).strip().splitlines()[0][:300] if str(error) else repr(error)

@@ -199,7 +199,9 @@ def test_a_store_that_cannot_come_back_stops_the_plane_saying_what_it_tried(
     assert "embedded Redis unreachable for more than 40 s" in error, error
     assert "INNER_PLANE_STORE_DOWN_DEADLINE_S" in error and "restarted it" in error, error
     assert "last error:" in error, error
+    # PostgreSQL, restarted by `up` in an earlier test, is stopped in order and named.
     assert lines[-1].startswith("inner-plane: stopped: "), lines[-1]
+    assert "embedded PostgreSQL (pid" in lines[-1], lines[-1]
     assert wait_gone(everything) == set()
     socket_path.rmdir()
     assert not Path(plane.data_dir / "plane.json").exists()

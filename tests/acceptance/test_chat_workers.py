@@ -42,6 +42,7 @@ REPLY = (
 )
 PROACTIVE = "Task T1 finished while you were away; the report is in your inbox."
 MUSING = "background musing that is nobody's business"
+HOSTILE = 'See <script>window.__xss=1</script><img src=x onerror="window.__xss=1"> here.'
 BASE = "/v1/delegates/default/conversation"
 
 
@@ -50,7 +51,11 @@ def _said(conversation: list[dict[str, Any]], role: str) -> str:
 
 
 def policy(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    user = _said(conversation, "user")
+    # The turn being answered is the last input item; earlier user items are history.
+    last = conversation[-1] if conversation else {}
+    user = str(last.get("content")) if last.get("role") == "user" else ""
+    if "markup" in user:
+        return [message(HOSTILE)]
     if user:
         return [message(REPLY if "hello" in user or "again" in user else "Answered first.")]
     inner = _said(conversation, "developer") + _said(conversation, "system")

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import event, text
 
+from inner_plane.journal import replay
+from inner_plane.journal.lane import claims
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import live, reads
 from inner_plane.journal.operator.live import Position
@@ -130,4 +133,32 @@ def test_operator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[s
     assert len(captured) >= len(calls)
     for statement, plan in zip((s for s, _ in captured), plans(big_journal, captured), strict=True):
         for table in GROWING:
+            assert f"Seq Scan on {table}" not in plan, f"{statement}\n{plan}"
+
+
+def test_simulator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[str, Any]]) -> None:
+    engine = big_journal.engine
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO user_turns (id, delegate_id, channel, text, state, created_at) "
+                "SELECT gen_random_uuid(), 'd' || (g % 20), 'sms', 'hi', 'done', "
+                "now() - make_interval(secs => g) FROM generate_series(1, 4000) g"
+            )
+        )
+        connection.execute(text("ANALYZE user_turns"))
+    captured.clear()
+    since, until = datetime.now(UTC) - timedelta(minutes=5), datetime.now(UTC)
+    with replay.snapshot(engine) as connection:
+        list(replay.signals(connection, since, until))
+        list(replay.signals(connection, since, until, "d3"))
+        list(replay.user_turns(connection, since, until))
+        list(replay.activations(connection, since, until))
+        replay.budget_deferrals(connection, since, until)
+        replay.budget_deferrals(connection, since, until, "d3")
+    with engine.begin() as connection:
+        claims.due_window(connection, "d3")
+    assert len(captured) >= 7
+    for statement, plan in zip((s for s, _ in captured), plans(big_journal, captured), strict=True):
+        for table in (*GROWING, "user_turns"):
             assert f"Seq Scan on {table}" not in plan, f"{statement}\n{plan}"

@@ -153,8 +153,12 @@ def test_no_name_repeats_its_prefix_and_the_rename_reverts(stores: Stores) -> No
         single = checks(url)
         assert single, "the journal has CHECK constraints"
         command.downgrade(database.alembic_config(url), "0017_retention_indexes")
+        # Tables created after 0018 (and their CHECKs) are gone at 0017.
+        older = {table for table, _, _ in checks(url)}
         assert checks(url) == {
-            (table, f"ck_{table}_{name}", definition) for table, name, definition in single
+            (table, f"ck_{table}_{name}", definition)
+            for table, name, definition in single
+            if table in older
         }
         command.upgrade(database.alembic_config(url), "0018_single_check_names")
         assert checks(url) == single

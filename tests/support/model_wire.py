@@ -49,6 +49,8 @@ class Fault:
     retry_after: str | None = None
     stall_s: float = 0.0
     event_delay_s: float = 0.0
+    # Answer 200 with a refusal instead of the work asked for (a subclass says how).
+    refuse: bool = False
 
 
 def rate_limited(retry_after: str = "1") -> Fault:
@@ -63,6 +65,10 @@ def slow(event_delay_s: float = 0.0, stall_s: float = 0.0) -> Fault:
     return Fault(event_delay_s=event_delay_s, stall_s=stall_s)
 
 
+def refusal() -> Fault:
+    return Fault(refuse=True)
+
+
 @dataclass
 class Served:
     """One request as received, and what became of it."""
@@ -72,6 +78,7 @@ class Served:
     received_at: float  # time.monotonic()
     status: int = 200
     error: str | None = None
+    path: str = ""
     closed_by_client_at: float | None = None  # the client closed the stream before its end
     completed: bool = False  # every event was written
     reply: Any = None  # the scripted reply it was answered with, if any
@@ -87,6 +94,8 @@ class _Exchange:
 
 class ModelServer:
     path = "/v1/"
+    # Further paths a subclass answers (answer_at says how).
+    other_paths: tuple[str, ...] = ()
 
     def __init__(self, *, max_input_chars: int | None = None) -> None:
         self.faults: list[Fault] = []
@@ -156,6 +165,17 @@ class ModelServer:
         (event name or "", data) pairs)."""
         raise NotImplementedError
 
+    def answer_at(
+        self, path: str, body: dict[str, Any], stream: bool, fault: Fault | None
+    ) -> tuple[dict[str, Any], list[Any]]:
+        """Answer a request to ``path`` (one of ``other_paths``); ``fault``: a scripted
+        misbehaviour the subclass carries out (a refusal)."""
+        raise NotImplementedError
+
+    def fault_at(self, path: str) -> Fault | None:
+        """A fault scripted for requests to ``path`` only (None: the common ones apply)."""
+        return None
+
     def input_chars(self, body: dict[str, Any]) -> int:
         raise NotImplementedError
 
@@ -185,18 +205,22 @@ class ModelServer:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             body = {"_unparsed": raw.decode(errors="replace")}
+        path = handler.path.rstrip("/")
         served = Served(
             body=body,
             headers={k.lower(): v for k, v in handler.headers.items()},
             received_at=time.monotonic(),
+            path=path,
         )
         with self._changed:
             self.served.append(served)
-            fault = self.faults.pop(0) if self.faults else None
+            fault = self.fault_at(path) if path in self.other_paths else None
+            if fault is None:
+                fault = self.faults.pop(0) if self.faults else None
             self._changed.notify_all()
         if fault is None and self.fault_for is not None:
             fault = self.fault_for(body)
-        if handler.path.rstrip("/") != self.path:
+        if path != self.path and path not in self.other_paths:
             self._refuse(handler, served, WireError(404, f"Invalid URL (POST {handler.path})"))
             return
         if fault is not None and fault.status is not None:
@@ -222,12 +246,23 @@ class ModelServer:
                 chars = self.input_chars(body)
                 if chars > self.max_input_chars:
                     raise self.context_too_long(chars)
-            answer, events = self.answer(body, stream)
+            if path == self.path:
+                answer, events = self.answer(body, stream)
+            else:
+                answer, events = self.answer_at(path, body, stream, fault)
             served.reply = self.last_scripted
         except WireError as error:
             self._refuse(handler, served, error)
             return
         if not stream:
+            if (
+                fault is not None
+                and fault.stall_s
+                and self._client_closed(handler.connection, fault.stall_s)
+            ):
+                served.closed_by_client_at = time.monotonic()
+                self._note(served)
+                return
             payload = json.dumps(answer).encode()
             handler.send_response(200)
             handler.send_header("Content-Type", "application/json")

@@ -11,7 +11,22 @@ It enforces the documented rules an adapter gets wrong in production:
   and every function call is answered;
 - ``previous_response_id`` names a stored response (``store`` defaults to true, as in the
   API), whose input and output are prepended;
-- an input longer than ``max_input_chars`` is refused with ``context_length_exceeded``.
+- an input longer than ``max_input_chars`` is refused with ``context_length_exceeded`` (the
+  context window: 4 characters of the JSON input count as a token);
+- ``POST /v1/responses/compact`` answers as documented: ``object: response.compaction`` whose
+  ``output`` is the kept user messages followed by one ``compaction`` item with its
+  ``encrypted_content``, and ``usage``. This server keeps the newest user messages up to
+  ``kept_user_chars`` and issues an ``encrypted_content`` of ``compaction_chars`` characters
+  (the size a real summary costs) sealed with an HMAC; it remembers what each item replaced;
+- ``context_management=[{"type": "compaction", "compact_threshold": N}]`` on a call whose input
+  passes N tokens puts a compaction item of the same kind first in the output;
+- a ``compaction`` item in input whose ``encrypted_content`` this server did not issue, or that
+  was altered, is refused (400, "could not be verified").
+
+:meth:`ResponsesServer.decoded` expands the compaction items of an input into the items they
+replaced (recursively), so a test can check what reached the model across compactions.
+``compact_faults`` script failures of the compact endpoint only (429, 500, a stall, a refusal:
+a 200 whose output holds a refusal message and no compaction item).
 
 Streams follow the documented event sequence (``response.created``, ``response.in_progress``,
 ``response.output_item.added``, ``response.content_part.added``, ``response.output_text.delta``
@@ -23,13 +38,16 @@ Streams follow the documented event sequence (``response.created``, ``response.i
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import secrets
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tests.support.model_wire import ModelServer, WireError
+from tests.support.model_wire import Fault, ModelServer, WireError
 
 INCLUDABLE = {
     "reasoning.encrypted_content",
@@ -97,8 +115,41 @@ def _usage(input_tokens: int, output_tokens: int, reasoning_tokens: int) -> dict
 Policy = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 
 
+def _text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _compact_threshold(management: object) -> int | None:
+    """The compaction threshold of a ``context_management`` list (400 if malformed)."""
+    if not isinstance(management, list):
+        raise WireError(400, "Invalid type for 'context_management'.", param="context_management")
+    threshold = None
+    for index, entry in enumerate(management):
+        if not isinstance(entry, dict) or entry.get("type") != "compaction":
+            raise WireError(
+                400,
+                f"Invalid value for 'context_management[{index}].type'.",
+                param=f"context_management[{index}].type",
+            )
+        value = entry.get("compact_threshold")
+        if value is not None and (not isinstance(value, int) or value < 1000):
+            raise WireError(
+                400,
+                f"Invalid 'context_management[{index}].compact_threshold': must be an integer "
+                "of at least 1000.",
+                param=f"context_management[{index}].compact_threshold",
+            )
+        threshold = value
+    return threshold
+
+
 class ResponsesServer(ModelServer):
     path = "/v1/responses"
+    other_paths = ("/v1/responses/compact",)
 
     def __init__(self, *, max_input_chars: int | None = None, policy: Policy | None = None):
         super().__init__(max_input_chars=max_input_chars)
@@ -108,6 +159,104 @@ class ResponsesServer(ModelServer):
         self._stored_items: set[str] = set()  # item ids kept under store=true
         self._needs_reasoning: dict[str, str] = {}  # function call item id -> its reasoning id
         self._stored: dict[str, list[dict[str, Any]]] = {}  # response id -> input + output
+        self._seal_key = secrets.token_bytes(32)
+        self._compacted: dict[str, list[dict[str, Any]]] = {}  # compaction id -> replaced items
+        self.compaction_chars = 1_200
+        self.kept_user_chars = 2_000
+        self.compact_faults: list[Fault] = []
+
+    # --- compaction --------------------------------------------------------------------------
+
+    def _seal(self, compaction_id: str) -> str:
+        filler = base64.urlsafe_b64encode(secrets.token_bytes(self.compaction_chars * 3 // 4))
+        payload = f"{compaction_id}.{filler.decode()}".encode()
+        mac = hmac.new(self._seal_key, payload, hashlib.sha256).hexdigest()
+        return base64.urlsafe_b64encode(payload).decode() + "." + mac
+
+    def _unseal(self, encrypted: object) -> str | None:
+        """The compaction id sealed in ``encrypted``, or None unless this server issued it
+        unaltered."""
+        if not isinstance(encrypted, str) or "." not in encrypted:
+            return None
+        body, _, mac = encrypted.rpartition(".")
+        try:
+            payload = base64.urlsafe_b64decode(body.encode())
+        except ValueError:
+            return None
+        expected = hmac.new(self._seal_key, payload, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, mac):
+            return None
+        compaction_id = payload.decode(errors="replace").partition(".")[0]
+        return compaction_id if compaction_id in self._compacted else None
+
+    def decoded(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``items`` with every compaction item this server issued replaced by what it
+        replaced, recursively."""
+        out: list[dict[str, Any]] = []
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "compaction":
+                compaction_id = self._unseal(item.get("encrypted_content"))
+                if compaction_id is not None:
+                    out.extend(self._compacted[compaction_id])
+                    continue
+            out.append(item)
+        return out
+
+    def _issue(self, compaction_id: str, replaced: list[dict[str, Any]]) -> dict[str, Any]:
+        self._compacted[compaction_id] = self.decoded(replaced)
+        return {
+            "type": "compaction",
+            "id": compaction_id,
+            "encrypted_content": self._seal(compaction_id),
+        }
+
+    def fault_at(self, path: str) -> Fault | None:
+        return self.compact_faults.pop(0) if self.compact_faults else None
+
+    def answer_at(
+        self, path: str, body: dict[str, Any], stream: bool, fault: Fault | None
+    ) -> tuple[dict[str, Any], list[Any]]:
+        if stream:
+            raise WireError(400, "Unknown parameter: 'stream'.", param="stream")
+        conversation = self._conversation({**body, "store": False})
+        self.last_scripted = None
+        response_id = f"resp_{uuid.uuid4().hex}"
+        usage = _usage(self.input_chars(body) // 4 + 1, self.compaction_chars // 4, 0)
+        base = {
+            "id": response_id,
+            "object": "response.compaction",
+            "created_at": 1_764_489_600,
+            "usage": usage,
+        }
+        if fault is not None and fault.refuse:
+            refused = {
+                "type": "message",
+                "id": f"msg_{uuid.uuid4().hex}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "refusal", "refusal": "I can't help with that."}],
+            }
+            return {**base, "output": [refused]}, []
+        kept: list[dict[str, Any]] = []
+        room = self.kept_user_chars
+        for item in reversed(conversation):
+            if item.get("type", "message") != "message" or item.get("role") != "user":
+                continue
+            text = _text(item.get("content"))
+            if len(text) > room:
+                break
+            room -= len(text)
+            kept.insert(
+                0,
+                {
+                    "type": "message",
+                    "id": f"msg_{uuid.uuid4().hex}",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": text}],
+                },
+            )
+        compaction_item = self._issue(f"cmp_{uuid.uuid4().hex}", conversation)
+        return {**base, "output": [*kept, compaction_item]}, []
 
     def input_chars(self, body: dict[str, Any]) -> int:
         return len(json.dumps(body.get("input", "")))
@@ -232,6 +381,13 @@ class ResponsesServer(ModelServer):
                     f"required 'reasoning' item: '{needed}'.",
                     param="input",
                 )
+        elif kind == "compaction":
+            if self._unseal(item.get("encrypted_content")) is None:
+                raise WireError(
+                    400,
+                    f"The encrypted content for item {item.get('id')} could not be verified.",
+                    param=f"input[{index}]",
+                )
         elif kind == "function_call_output":
             if not isinstance(item.get("call_id"), str):
                 raise WireError(400, f"Missing required parameter: 'input[{index}].call_id'.")
@@ -257,6 +413,15 @@ class ResponsesServer(ModelServer):
         if isinstance(scripted, list):
             scripted = {"output": scripted}
         output = [dict(item) for item in scripted["output"]]
+        management = body.get("context_management")
+        if management is not None:
+            threshold = _compact_threshold(management)
+            if (
+                threshold is not None
+                and self.input_chars(body) // 4 > threshold
+                and not any(item["type"] == "compaction" for item in output)
+            ):
+                output.insert(0, compaction())
         last_reasoning: str | None = None
         for item in output:
             if item["type"] == "reasoning":
@@ -265,6 +430,8 @@ class ResponsesServer(ModelServer):
                 if encrypt:
                     item["encrypted_content"] = token
                 last_reasoning = item["id"]
+            elif item["type"] == "compaction":
+                item.update(self._issue(item["id"], conversation))
             elif item["type"] == "function_call" and last_reasoning is not None:
                 self._needs_reasoning[item["id"]] = last_reasoning
             if store and "id" in item:

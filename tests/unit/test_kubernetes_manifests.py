@@ -243,9 +243,45 @@ def test_flower_is_internal_and_everything_else_admits_nothing(base: list[Resour
             admitted[labels["app.kubernetes.io/component"]] = policy["spec"]["ingress"]
     assert set(admitted) == {"api", "flower"}
     [flower_rule] = admitted["flower"]
-    [source] = flower_rule["from"]
-    assert set(source) == {"podSelector"}, "Flower admits only labelled pods of its namespace"
+    # Labelled pods of its namespace, and a labelled monitoring namespace (Prometheus), only.
+    assert flower_rule["from"] == [
+        {"podSelector": {"matchLabels": {"inner-plane.dev/flower-access": "true"}}},
+        {"namespaceSelector": {"matchLabels": {"inner-plane.dev/monitoring": "true"}}},
+    ]
     assert flower_rule["ports"] == [{"protocol": "TCP", "port": 5555}]
+
+
+def test_liveness_checks_the_process_and_readiness_the_stores(base: list[Resource]) -> None:
+    """A PostgreSQL, Redis or broker outage must not restart every pod: liveness probes
+    never fail for a store (`--live`, or Flower's own /healthcheck); readiness probes do."""
+    checked = 0
+    for container in containers(base):
+        if "livenessProbe" not in container:  # the migration Job
+            continue
+        live = container["livenessProbe"]["exec"]["command"]
+        ready = container["readinessProbe"]["exec"]["command"]
+        assert live[:2] == ["inner-plane", "health"] and ready[:2] == live[:2], container["name"]
+        if live[2] == "flower":  # Flower's /healthcheck asks no store
+            assert "--live" not in live
+            continue
+        assert "--live" in live and "--live" not in ready, container["name"]
+        assert [w for w in live if w != "--live"] == ready, container["name"]
+        checked += 1
+    assert checked == 6  # api, beat, four workers
+
+
+def test_kubernetes_validate_refuses_a_manifest_with_an_unknown_field(
+    base: list[Resource],
+) -> None:
+    """The schema check above is seen to fail: a planted unknown field (a typo of
+    readinessProbe) is refused in strict mode."""
+    import copy
+
+    api = copy.deepcopy(workloads(base)["inner-plane-api"])
+    container = api["spec"]["template"]["spec"]["containers"][0]
+    container["readynessProbe"] = container["readinessProbe"]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(api, KUBERNETES_VERSION, strict=True)
 
 
 def test_the_timers_file_is_mounted_not_baked(overlay: list[Resource]) -> None:

@@ -119,3 +119,26 @@ def test_a_held_message_waits_at_most_a_day_and_never_goes_back(
     local_end = until.astimezone(ZoneInfo(zone)).time().replace(tzinfo=None)
     late = datetime.combine(date.min, local_end) - datetime.combine(date.min, end)
     assert timedelta(0) <= late <= timedelta(hours=1)
+
+
+VALIDATORS = [
+    (model.delegate_id, "delegate_id"),
+    (model.display_name, "display_name"),
+    (model.time_zone, "time_zone"),
+    (model.email, "email"),
+    (model.phone, "phone"),
+    (model.webhook_url, "webhook_url"),
+    (model.channel, "preferred_channel"),
+    (model.quiet_hours, "quiet_hours"),
+]
+
+
+@given(value=st.one_of(st.text(), st.text(alphabet="+0123456789 -:./@abcUTC", max_size=40)))
+def test_any_text_is_accepted_or_refused_naming_its_field(value: str) -> None:
+    """Control characters, U+2028, lone surrogates, huge or empty strings: a PersonError naming
+    the field, never another exception."""
+    for check, field in VALIDATORS:
+        try:
+            check(value)
+        except PersonError as error:
+            assert error.field == field

@@ -1,17 +1,20 @@
 """Everything the composer reads for one activation, in one round trip: standing memories,
-recalled memories, relevant ambient signals and the conversation's recent messages."""
+recalled memories, relevant ambient signals, and the conversation's context window (its stored
+items, :mod:`inner_plane.journal.conversation.window`, and the messages after them)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypedDict, cast
 
 import sqlalchemy
 from sqlalchemy import Integer, bindparam, text
 
+from inner_plane.journal.conversation.capsule import LATEST_SQL as LATEST_CAPSULE
+from inner_plane.journal.conversation.window import AFTER_SEQ, WINDOW_OF_OPEN_CONVERSATION
 from inner_plane.journal.database import Record
 from inner_plane.journal.memories import DF_CAP, RECALL_QUERY, MemoryRecord, RecalledMemory
 from inner_plane.journal.signals.ambient import RELEVANT_QUERY, AmbientSignal
@@ -32,16 +35,21 @@ SNAPSHOT_SQL = text(
        FROM ({RECALL_QUERY}) r) AS recalled,
       (SELECT coalesce(json_agg(a ORDER BY a.rank DESC, a.created_at DESC), '[]'::json)
        FROM ({RELEVANT_QUERY}) a) AS ambient,
-      -- The open conversation first, then its messages newest first through the partial
-      -- index ix_conversation_events_messages: the scan stops after :history_limit rows.
+      -- The open conversation first, then its messages after the window's stored items,
+      -- newest first through the partial index ix_conversation_events_messages: the scan
+      -- stops after :history_limit rows or at the window's start, whichever comes first, so
+      -- its cost does not grow with the conversation behind the window.
       (SELECT coalesce(json_agg(h ORDER BY h.seq), '[]'::json) FROM (
           SELECT e.seq, e.type, e.payload, e.turn_id, e.created_at
           FROM conversation_events e
           WHERE e.conversation_id = (SELECT c.id FROM conversations c
                                       WHERE c.delegate_id = :delegate AND c.ended_at IS NULL)
             AND e.type IN ('user.message', 'assistant.message')
+            AND e.seq > {AFTER_SEQ}
           ORDER BY e.seq DESC
-          LIMIT :history_limit) h) AS history
+          LIMIT :history_limit) h) AS history,
+      (SELECT row_to_json(w) FROM ({WINDOW_OF_OPEN_CONVERSATION}) w) AS window,
+      (SELECT row_to_json(k) FROM ({LATEST_CAPSULE}) k) AS capsule
     """  # noqa: S608 - the interpolated queries are constants, every input is a bound parameter
 ).bindparams(
     # The word cap and the limits are written into the statement as numbers (a handful of
@@ -109,7 +117,11 @@ class Snapshot:
     standing: list[MemoryRecord]
     recalled: list[RecalledMemory]
     ambient: list[AmbientSignal]
-    history: list[HistoryMessage]  # oldest first
+    history: list[HistoryMessage]  # oldest first, after the window's items
+    window_items: list[dict[str, Any]] = field(default_factory=list)  # replayed as stored
+    window_method: str = "none"
+    window_version: int = 0
+    capsule: dict[str, Any] | None = None  # the newest version: version, text, created_at
 
 
 def snapshot(
@@ -141,4 +153,8 @@ def snapshot(
         recalled=[_recalled(r) for r in row.recalled],
         ambient=[_ambient(r) for r in row.ambient],
         history=[_history(r) for r in row.history],
+        window_items=[i for i in (row.window or {}).get("items") or [] if isinstance(i, dict)],
+        window_method=str((row.window or {}).get("method") or "none"),
+        window_version=int((row.window or {}).get("version") or 0),
+        capsule=row.capsule if isinstance(row.capsule, dict) else None,
     )

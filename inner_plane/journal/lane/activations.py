@@ -37,6 +37,8 @@ class ActivationRecord:
     error: str | None
     agent: str
     reply: str | None
+    # The attention policy version in force when it was decided (None: the settings).
+    policy_version: int | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> ActivationRecord:
@@ -57,6 +59,7 @@ class ActivationRecord:
 _COLUMNS = (
     "id", "delegate_id", "trigger", "reason", "epoch", "holder", "state", "started_at",
     "finished_at", "signal_ids", "turn_id", "attempts", "error", "agent", "reply",
+    "policy_version",
 )  # fmt: skip
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM activations"  # noqa: S608 - constant
 _SELECT_WITH_SEQ = f"SELECT seq, {', '.join(_COLUMNS)} FROM activations"  # noqa: S608
@@ -65,10 +68,11 @@ _SELECT_WITH_SEQ = f"SELECT seq, {', '.join(_COLUMNS)} FROM activations"  # noqa
 _STARTED_CTE = """
     started AS (
         INSERT INTO activations (id, delegate_id, trigger, reason, epoch, holder, state,
-                                 started_at, signal_ids, turn_id, attempts, agent, chain_depth)
+                                 started_at, signal_ids, turn_id, attempts, agent, chain_depth,
+                                 policy_version)
         VALUES (:activation, :delegate, :trigger, :reason, :epoch, :holder, 'running',
                 clock_timestamp(), CAST(:signal_ids AS uuid[]), :turn, :attempts, :agent,
-                :chain_depth)
+                :chain_depth, :policy_version)
         RETURNING started_at
     )
 """
@@ -89,6 +93,7 @@ def insert_activation(
     agent: str,
     chain_depth: int = 0,
     entries: Sequence[conversation.NewEvent] = (),
+    policy_version: int | None = None,
 ) -> datetime:
     """Insert the activation's row, running, and its first conversation ``entries``, in one
     statement of the caller's (fenced) transaction; returns when it started."""
@@ -104,6 +109,7 @@ def insert_activation(
         "attempts": attempts,
         "agent": agent,
         "chain_depth": chain_depth,
+        "policy_version": policy_version,
     }
     started: datetime = conversation.append_events(
         connection,

@@ -30,6 +30,7 @@ from inner_plane.activation import (
 )
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import thoughtflow
+from inner_plane.journal.conversation import usage as usage_journal
 from inner_plane.journal.lane.activations import FINISH_CTE
 from inner_plane.journal.lane.claims.settle import SETTLE_CTES, settle_rows
 from inner_plane.journal.lane.leases import LeaseLost
@@ -74,6 +75,23 @@ def close_activation(
     if settled:
         ctes.append(SETTLE_CTES)
         params["settle_rows"] = settle_rows(settled)
+    if result is not None and result.usage.get("requests"):
+        # The day's token usage, summed with the activation's context.usage event.
+        ctes.append(usage_journal.ADD_CTE)
+        counts = {
+            key: value
+            for key, value in result.usage.items()
+            if isinstance(value, int) and not isinstance(value, bool)
+        }
+        cost = result.usage.get("cost_usd")
+        params.update(
+            usage_journal.add_params(
+                activation.delegate_id,
+                counts,
+                counts.get("requests", 0),
+                cost if isinstance(cost, float | int) else None,
+            )
+        )
     if turn is not None:
         params["turn"] = turn.turn_id
         if turn.state == "queued":

@@ -158,3 +158,29 @@ _WAKE_BUDGET = """
 def wake_budget_used(rows: Rows, top: int) -> dict[str, int]:
     """The ``top`` delegates by background activations started within the hour."""
     return {str(row["delegate_id"]): int(row["used"]) for row in rows(_WAKE_BUDGET, {"top": top})}
+
+
+# Today's token usage (UTC day), heaviest first: ix_token_usage_daily_day reads one day's rows.
+_TOKENS_TODAY = """
+    SELECT delegate_id, input_tokens, cached_tokens, output_tokens, reasoning_tokens, calls,
+           cost_usd
+      FROM token_usage_daily WHERE day = (now() AT TIME ZONE 'UTC')::date
+     ORDER BY input_tokens + output_tokens DESC, delegate_id LIMIT %(top)s
+    """
+
+
+def tokens_today(rows: Rows, top: int) -> list[dict[str, Any]]:
+    """The ``top`` delegates by tokens (input + output) used today, with their cost estimate."""
+    return [
+        {
+            "delegate_id": str(row["delegate_id"]),
+            "input_tokens": int(row["input_tokens"]),
+            "cached_tokens": int(row["cached_tokens"]),
+            "output_tokens": int(row["output_tokens"]),
+            "reasoning_tokens": int(row["reasoning_tokens"]),
+            "tokens": int(row["input_tokens"]) + int(row["output_tokens"]),
+            "calls": int(row["calls"]),
+            "cost_usd": round(float(row["cost_usd"]), 6),
+        }
+        for row in rows(_TOKENS_TODAY, {"top": top})
+    ]

@@ -31,6 +31,7 @@ from inner_plane.journal.lane.claims.settle import (
 )
 from inner_plane.journal.lane.claims.window import (
     DueWindow,
+    KindWindow,
     SafePointCheck,
     due_window,
     has_work,
@@ -41,6 +42,7 @@ __all__ = [
     "SETTLE_CTES",
     "ClaimedBatch",
     "DueWindow",
+    "KindWindow",
     "Quarantined",
     "SafePointCheck",
     "cause_depths",

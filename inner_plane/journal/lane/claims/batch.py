@@ -51,8 +51,8 @@ _CLAIM = text(
           FROM picked WHERE s.id = picked.id
         RETURNING s.*
     ), noted AS (
-        INSERT INTO signal_events (signal_id, event, reason, activation_id)
-        SELECT id, 'claimed', '', :activation FROM claimed
+        INSERT INTO signal_events (signal_id, event, reason, activation_id, policy_version)
+        SELECT id, 'claimed', '', :activation, :policy_version FROM claimed
     )
     SELECT * FROM claimed
     """  # noqa: S608
@@ -60,12 +60,23 @@ _CLAIM = text(
 
 
 def claim(
-    connection: Connection, delegate_id: str, activation_id: uuid.UUID, limit: int
+    connection: Connection,
+    delegate_id: str,
+    activation_id: uuid.UUID,
+    limit: int,
+    policy_version: int | None = None,
 ) -> list[Signal]:
     """Claim every due non-ambient signal, priority then age, up to ``limit``. The attempt is
-    counted now, at its start, so a run killed every time still runs out of attempts."""
+    counted now, at its start, so a run killed every time still runs out of attempts. The
+    ``claimed`` events carry the attention policy version that decided the batch."""
     rows = connection.execute(
-        _CLAIM, {"delegate": delegate_id, "activation": activation_id, "limit": limit}
+        _CLAIM,
+        {
+            "delegate": delegate_id,
+            "activation": activation_id,
+            "limit": limit,
+            "policy_version": policy_version,
+        },
     ).all()
     return sorted((_to_signal(row) for row in rows), key=lambda s: (-s.priority, s.created_at))
 
@@ -94,6 +105,7 @@ def claim_batch(
     activation_id: uuid.UUID,
     limit: int,
     chain_limit: int | None = None,
+    policy_version: int | None = None,
 ) -> ClaimedBatch:
     """:func:`claim`, with every claimed signal the intake would refuse (a row made odd behind
     the model's back) quarantined on its own in the same transaction: dead, its attempt
@@ -102,7 +114,7 @@ def claim_batch(
     With ``chain_limit`` (an autonomous activation): a signal caused by an activation at depth
     ``chain_limit`` or deeper in a chain of activations causing each other is dismissed with the
     reason (``loop_stopped``), and the batch's depth is one more than its deepest cause."""
-    signals = claim(connection, delegate_id, activation_id, limit)
+    signals = claim(connection, delegate_id, activation_id, limit, policy_version)
     good: list[Signal] = []
     bad: list[tuple[Signal, str]] = []
     for signal in signals:

@@ -10,31 +10,58 @@ from datetime import datetime
 from sqlalchemy import Connection, text
 
 from inner_plane.journal.predicates import WAKING, due
-from inner_plane.journal.signals.store import add_events
 
 
-def note_due(connection: Connection, delegate_id: str, event: str, reason: str) -> None:
-    """Record an event (e.g. a window deferral) for every due wake/interrupt signal."""
+def note_due(
+    connection: Connection,
+    delegate_id: str,
+    event: str,
+    reason: str,
+    policy_version: int | None = None,
+) -> None:
+    """Record an event (e.g. a window deferral) for every due wake/interrupt signal, with the
+    attention policy version that decided it."""
     connection.execute(
         text(
-            "INSERT INTO signal_events (signal_id, event, reason) "  # noqa: S608
-            f"SELECT id, :event, :reason FROM signals WHERE {due(WAKING)}"
+            "INSERT INTO signal_events (signal_id, event, reason, policy_version) "  # noqa: S608
+            f"SELECT id, :event, :reason, :policy_version FROM signals WHERE {due(WAKING)}"
         ),
-        {"delegate": delegate_id, "event": event, "reason": reason},
+        {
+            "delegate": delegate_id,
+            "event": event,
+            "reason": reason,
+            "policy_version": policy_version,
+        },
     )
 
 
 def defer_signals(
-    connection: Connection, delegate_id: str, until: datetime, reason: str
+    connection: Connection,
+    delegate_id: str,
+    until: datetime,
+    reason: str,
+    policy_version: int | None = None,
 ) -> list[uuid.UUID]:
-    """Push the delegate's due wake signals to ``until`` (loop guard), recording why."""
+    """Push the delegate's due wake signals to ``until`` (the wake budget), recording why and
+    under which attention policy version, in one statement."""
     rows = connection.execute(
         text(
-            f"UPDATE signals SET available_at = :until, updated_at = now() "  # noqa: S608
-            f"WHERE {due(WAKING)} RETURNING id"
+            f"""
+            WITH deferred AS (
+                UPDATE signals SET available_at = :until, updated_at = now()
+                 WHERE {due(WAKING)} RETURNING id
+            ), noted AS (
+                INSERT INTO signal_events (signal_id, event, reason, policy_version)
+                SELECT id, 'deferred', :reason, :policy_version FROM deferred
+            )
+            SELECT id FROM deferred
+            """  # noqa: S608
         ),
-        {"delegate": delegate_id, "until": until},
+        {
+            "delegate": delegate_id,
+            "until": until,
+            "reason": reason,
+            "policy_version": policy_version,
+        },
     ).all()
-    ids: list[uuid.UUID] = [row.id for row in rows]
-    add_events(connection, ((sid, "deferred", reason, None) for sid in ids))
-    return ids
+    return [row.id for row in rows]

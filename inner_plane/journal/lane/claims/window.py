@@ -10,7 +10,18 @@ from datetime import datetime
 from sqlalchemy import Connection, text
 
 from inner_plane.journal.database import SKIP_FLUSH
+from inner_plane.journal.policy import IN_FORCE_COLUMNS
 from inner_plane.journal.predicates import FENCED_EPOCH, INTERRUPTING, WAKING, due
+
+
+@dataclass(frozen=True)
+class KindWindow:
+    """The due wake signals of one kind: how many, the oldest and newest ``available_at``."""
+
+    kind: str
+    count: int
+    oldest: datetime
+    newest: datetime
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,11 @@ class DueWindow:
     oldest_autonomous: datetime | None = None
     # The delegate's lease epoch, read FOR SHARE: the fencing check of the caller's transaction.
     lease_epoch: int | None = None
+    # The same signals per kind (a policy may give kinds their own batching windows).
+    kinds: tuple[KindWindow, ...] = ()
+    # The attention policy version in force, and when it was put in force (None: the settings).
+    policy_version: int | None = None
+    policy_changed_at: datetime | None = None
 
 
 def _due_window_sql(extra_columns: str = "") -> str:
@@ -59,11 +75,19 @@ def _due_window_sql(extra_columns: str = "") -> str:
                    AND trigger IN ('wake', 'interrupt', 'drain')
                    AND started_at > now() - interval '1 hour')
            END AS oldest_autonomous,
-           {FENCED_EPOCH} AS lease_epoch{extra_columns}
-      FROM (SELECT count(*) AS n, min(available_at) AS oldest, max(available_at) AS newest,
-                   coalesce(bool_or(mode = 'interrupt'), false) AS interrupt
-              FROM signals
-             WHERE {due(WAKING)}) d
+           {FENCED_EPOCH} AS lease_epoch, {IN_FORCE_COLUMNS},
+           d.kind_names, d.kind_counts, d.kind_oldest, d.kind_newest{extra_columns}
+      FROM (SELECT coalesce(sum(k.n), 0) AS n, min(k.oldest) AS oldest, max(k.newest) AS newest,
+                   coalesce(bool_or(k.interrupt), false) AS interrupt,
+                   array_agg(k.kind ORDER BY k.kind) AS kind_names,
+                   array_agg(k.n ORDER BY k.kind) AS kind_counts,
+                   array_agg(k.oldest ORDER BY k.kind) AS kind_oldest,
+                   array_agg(k.newest ORDER BY k.kind) AS kind_newest
+              FROM (SELECT kind, count(*) AS n, min(available_at) AS oldest,
+                           max(available_at) AS newest, bool_or(mode = 'interrupt') AS interrupt
+                      FROM signals
+                     WHERE {due(WAKING)}
+                     GROUP BY kind) k) d
     """  # noqa: S608 - constant fragments, parameters bound
 
 
@@ -94,6 +118,18 @@ def due_window(connection: Connection, delegate_id: str, opening: bool = False) 
         autonomous_last_hour=int(row["autonomous_last_hour"]),
         oldest_autonomous=row["oldest_autonomous"],
         lease_epoch=None if row["lease_epoch"] is None else int(row["lease_epoch"]),
+        policy_version=row["policy_version"],
+        policy_changed_at=row["policy_changed_at"],
+        kinds=tuple(
+            KindWindow(kind, int(count), oldest, newest)
+            for kind, count, oldest, newest in zip(
+                row["kind_names"] or (),
+                row["kind_counts"] or (),
+                row["kind_oldest"] or (),
+                row["kind_newest"] or (),
+                strict=True,
+            )
+        ),
     )
 
 
