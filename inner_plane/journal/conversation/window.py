@@ -258,7 +258,7 @@ def describe(connection: sqlalchemy.Connection, delegate_id: str) -> dict[str, A
             _W.c.last_error,
             _W.c.retry_at,
             _W.c.updated_at,
-            func.jsonb_array_length(_W.c.items).label("items"),
+            func.jsonb_array_length(_W.c["items"]).label("items"),
         ).where(_W.c.delegate_id == delegate_id)
     ).first()
     if row is None:
