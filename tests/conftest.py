@@ -18,6 +18,7 @@ from inner_plane import logs
 from inner_plane.config import build_settings, load_settings
 from inner_plane.runtime import Runtime, build_runtime, set_runtime
 from inner_plane.signals.kinds import KindRegistry
+from inner_plane.sources import auth_throttle
 from tests.support.processes import ChildProcess
 from tests.support.stores import Stores, start_stores, truncate_all
 
@@ -115,6 +116,7 @@ def runtime(clean_stores: Stores, context_log: ContextLog) -> Iterator[Runtime]:
     )
     rt = build_runtime(settings, registry=KindRegistry())
     set_runtime(rt)
+    auth_throttle.forget_throttled()  # this process's memory of the throttle Redis just lost
     yield rt
     set_runtime(None)
 

@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute
 from inner_plane.config import load_settings
 from inner_plane.http import (
     chat_page,
+    chat_session,
     conversation_api,
     guards,
     metrics,
@@ -40,7 +41,7 @@ from inner_plane.http import (
 from inner_plane.http.conversation_auth import AuthenticatePerson, ConversationGate
 from inner_plane.http.conversation_stream import ConversationStreams
 from inner_plane.http.live_feed import LiveFeed
-from inner_plane.http.operator_auth import OperatorGate
+from inner_plane.http.operator_auth import COOKIE, OperatorGate
 from inner_plane.http.operator_calls import UuidPath
 from inner_plane.http.schemas import (
     ExternalSignal,
@@ -282,6 +283,7 @@ def create_app(
         openapi_extra={"requestBody": PUBLISH_BODY, "parameters": [IDEMPOTENCY_PARAMETER]},
     )
     async def post_signals(request: Request) -> Response:
+        client = client_of(request)
         admitted = None
         if bearer(request):
             # A token does not cover the body: the caller is proven before it is read.
@@ -292,7 +294,7 @@ def create_app(
                 path_of(request),
                 request.headers,
                 b"",
-                client_of(request),
+                client,
                 limiter=publish_threads(),
             )
         body = await read_body(request, max_body_bytes)
@@ -303,7 +305,7 @@ def create_app(
             path_of(request),
             request.headers,
             body,
-            client_of(request),
+            client,
             admitted,
         )
         return await anyio.to_thread.run_sync(publish, limiter=publish_threads())
@@ -349,6 +351,7 @@ def create_app(
         any_host=not is_loopback(bind),
     )
     app.add_middleware(ui.SecurityHeaders)
+    app.add_middleware(guards.ThrottledShortcut, session_cookies=(COOKIE, chat_session.COOKIE))
     app.add_middleware(guards.UnexpectedErrors)
 
     for route, _ in mounts:

@@ -30,9 +30,9 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane import logs, redis_keys
+from inner_plane.http import guards
 from inner_plane.http.conversation_auth import ConversationCaller, ConversationGate, Scope
 from inner_plane.http.conversation_stream import ConversationStreams, Cursor
-from inner_plane.http.operator_api import HeldStream
 from inner_plane.journal.conversation import person
 from inner_plane.lane.user_turns import wake_for_user_turn
 from inner_plane.runtime import Runtime
@@ -349,7 +349,7 @@ def build_router(
         except BaseException:
             slots.release(credential)
             raise
-        return HeldStream(
+        return guards.HeldStream(
             body,
             release=lambda: slots.release(credential),
             media_type="text/event-stream",

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,6 +33,7 @@ from inner_plane import logs
 from inner_plane.operators import is_loopback
 from inner_plane.sources import errors
 from inner_plane.sources.errors import ApiError, AsciiJSONResponse
+from inner_plane.sources.intake import client_of, refuse_known_throttled
 
 LOG_WINDOW_S = 60.0
 # The distinct errors remembered for rate-limiting (an attacker cannot grow it without bound).
@@ -121,12 +124,53 @@ class UnexpectedErrors:
             reason=_bounded(str(error)),
             repeats=suppressed,
             # One line: the logfmt writer escapes the newlines.
-            traceback="".join(traceback.format_exception(error))[-4000:],
+            traceback=_ends("".join(traceback.format_exception(error))),
         )
+
+
+def _ends(text: str, head: int = 1000, tail: int = 3000) -> str:
+    """A long text's beginning and end (a traceback: where it started, where it broke)."""
+    return text if len(text) <= head + tail else f"{text[:head]}\n...\n{text[-tail:]}"
 
 
 def _bounded(text: str) -> str:
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
+
+
+# --- throttled addresses ---------------------------------------------------------------------
+
+
+class ThrottledShortcut:
+    """Refuse (429) at once a request from an address this process knows is over its failure
+    limit, before routing, validation or a worker thread: a storm of bad credentials then costs
+    the server little more than parsing each request. Not for reading ``/healthz`` or a sign-in
+    form, a live session
+    (proven in Redis, by the route) or a token this process verified before (a client sharing
+    the address with an attacker keeps working)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        session_cookies: Iterable[str],
+        # The sign-in forms stay readable (their POSTs meet the throttle in Redis, and say so).
+        open_paths: Iterable[str] = ("/healthz", "/login", "/chat"),
+    ) -> None:
+        self.app = app
+        self.session_cookies = tuple(session_cookies)
+        self.open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not (
+            scope["method"] == "GET" and scope["path"] in self.open_paths
+        ):
+            request = Request(scope)
+            if not any(name in request.cookies for name in self.session_cookies):
+                try:
+                    refuse_known_throttled(request, client_of(request))
+                except ApiError as refusal:
+                    await refusal.response()(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
 # --- Host --------------------------------------------------------------------------------------
@@ -302,3 +346,18 @@ async def handle_validation_error(_request: Request, error: Exception) -> AsciiJ
     name = _bounded(".".join(location[1:]) or (location[0] if location else "request"))
     reason = _bounded(str(first.get("msg", "invalid")))
     return ApiError(422, "invalid", f"{name}: {reason}", field=name, reason=reason).response()
+
+
+# --- streams ---------------------------------------------------------------------------------
+class HeldStream(StreamingResponse):
+    """A stream holding one of the process's stream slots until it ends, however it ends."""
+
+    def __init__(self, content: Any, release: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()

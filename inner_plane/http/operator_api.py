@@ -11,13 +11,13 @@ routes, by resource: :mod:`inner_plane.http.operator_delegates` (delegates and a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Receive, Scope, Send
 
+from inner_plane.http import guards
 from inner_plane.http.live_feed import LiveFeed, wanted_by
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.http.operator_calls import OPERATOR_ERRORS, OperatorCalls
@@ -99,7 +99,7 @@ def build_router(
         stream = live_feed.stream(
             subscription, start, wanted_by(delegate, topics), request.is_disconnected
         )
-        return HeldStream(
+        return guards.HeldStream(
             stream,
             release=lambda: slots.release(credential),
             media_type="text/event-stream",
@@ -107,17 +107,3 @@ def build_router(
         )
 
     return router
-
-
-class HeldStream(StreamingResponse):
-    """A stream holding one of the process's stream slots until it ends, however it ends."""
-
-    def __init__(self, content: Any, release: Callable[[], None], **kwargs: Any) -> None:
-        super().__init__(content, **kwargs)
-        self.release = release
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.release()

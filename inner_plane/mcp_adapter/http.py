@@ -25,7 +25,13 @@ from inner_plane.journal.processors import Processor
 from inner_plane.mcp_adapter.tools import build_server
 from inner_plane.runtime import Runtime
 from inner_plane.sources.errors import ApiError, unauthorized
-from inner_plane.sources.intake import authorized, bearer, client_of, path_of, read_body
+from inner_plane.sources.intake import (
+    authorized,
+    bearer,
+    client_of,
+    path_of,
+    read_body,
+)
 from inner_plane.sources.streams import process_slots
 
 PATH = "/mcp"

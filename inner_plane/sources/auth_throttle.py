@@ -29,6 +29,37 @@ UNKNOWN_CLIENT = "unknown"
 _clock = time.time  # the window's clock (a test pins it)
 
 
+# Addresses this process found over their limit, until the end of that window: refused again
+# from memory, before a thread or a Redis round trip is spent on them (a storm of bad
+# credentials then costs the server a dictionary lookup per request). Bounded.
+_throttled_until: dict[str, float] = {}
+_MAX_REMEMBERED = 10_000
+
+
+def _remember_throttled(client: str | None, until: float) -> None:
+    if len(_throttled_until) >= _MAX_REMEMBERED:
+        _throttled_until.clear()
+    _throttled_until[client or UNKNOWN_CLIENT] = until
+
+
+def forget_throttled() -> None:
+    """Forget the addresses remembered as throttled (their Redis counters were reset)."""
+    _throttled_until.clear()
+
+
+def known_throttled(client: str | None, now: float | None = None) -> int | None:
+    """Seconds to wait if this process already knows the address is over its limit in the
+    current window, else None (then Redis decides). No I/O: safe on the event loop."""
+    until = _throttled_until.get(client or UNKNOWN_CLIENT)
+    if until is None:
+        return None
+    now = _clock() if now is None else now
+    if not until - WINDOW_S <= now < until:  # that window is over (or the clock moved back)
+        _throttled_until.pop(client or UNKNOWN_CLIENT, None)
+        return None
+    return max(1, math.ceil(until - now))
+
+
 @dataclass(frozen=True)
 class Verdict:
     retry_after: int | None  # seconds, when the address is over its limit
@@ -61,6 +92,7 @@ def check(
     failures = int(answers[0] or 0)
     limit = runtime.settings.auth_failures_per_minute
     if failures >= limit:
+        _remember_throttled(client, (window + 1) * WINDOW_S)
         return Verdict(max(1, math.ceil((window + 1) * WINDOW_S - now)), False)
     return Verdict(None, refused_key is not None and bool(answers[1]))
 
@@ -82,5 +114,7 @@ def record_failure(
         logs.emit("auth_throttle_unavailable", reason=str(error)[:200])
         return
     limit = runtime.settings.auth_failures_per_minute
+    if failures >= limit:
+        _remember_throttled(client, (_window(now) + 1) * WINDOW_S)
     if failures == limit:  # once per address and window, not once per refused request
         logs.emit("auth_throttled", client=client, failures=failures, limit=limit)

@@ -12,7 +12,7 @@ from inner_plane.config import load_settings
 from inner_plane.journal.database import SchemaError
 from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth, errors, peers
+from inner_plane.sources import auth, auth_throttle, credentials, errors, peers
 
 MAX_BODY_BYTES = 1024 * 1024
 # Failures that mean "the journal is unreachable" (503), as opposed to bugs (500).
@@ -59,6 +59,21 @@ def authorized(
     if wait is not None:
         raise errors.rate_limited(wait)
     return runtime, processor
+
+
+def refuse_known_throttled(request: Request, client: str | None) -> None:
+    """Raise 429 at once, on the event loop, if this process knows the caller's address is over
+    its failure limit, unless it brings a token this process verified before (a client sharing
+    the address with an attacker keeps working; that token's own check follows)."""
+    wait = auth_throttle.known_throttled(client)
+    if wait is None:
+        return
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        token = authorization.partition(" ")[2].strip()
+        if credentials.verified_hash(credentials.token_digest(token)) is not None:
+            return
+    raise errors.rate_limited(wait)
 
 
 def bearer(request: Request) -> bool:

@@ -124,7 +124,7 @@ def test_an_unexpected_error_is_one_rate_limited_line(
     }
     lines = context_log.lines("unexpected_error")
     assert len(lines) == 1  # the traceback once, escaped onto its one line
-    assert "Traceback" in lines[0] and "kaboom" in lines[0]
+    assert "Traceback" in lines[0] and "kaboom" in lines[0] and "in boom" in lines[0]
 
 
 def test_log_volume_under_attack_is_bounded(
@@ -175,6 +175,28 @@ def test_a_rotating_x_forwarded_for_does_not_escape_the_throttle(
     failed = context_log.lines("auth_failed")
     assert failed and all("client=127.0.0.1" in line for line in failed)
     assert not runtime.redis.keys("*authfail:10.1.*")
+
+
+def test_a_known_token_passes_while_its_address_is_throttled(
+    runtime: Runtime, client: TestClient
+) -> None:
+    _, token = processors.add(runtime, "ci")
+    published = client.post(
+        "/v1/signals",
+        json={"kind": "external.ci.done"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert published.status_code == 201, published.text
+    for n in range(runtime.settings.auth_failures_per_minute + 5):
+        client.post("/v1/signals", json={}, headers={"Authorization": f"Bearer ipt.ci.bad-{n}"})
+    refused = client.get(f"/v1/signals/{uuid.uuid4()}", headers={"Authorization": "Bearer x.y"})
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+    again = client.post(
+        "/v1/signals",
+        json={"kind": "external.ci.again"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert again.status_code == 201, again.text
 
 
 def test_behind_a_trusted_proxy_the_right_most_untrusted_hop_is_the_client(
