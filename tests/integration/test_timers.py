@@ -14,6 +14,7 @@ from psycopg import pq
 from sqlalchemy import event, text
 
 from inner_plane import logs
+from inner_plane.attention.live import policy_source
 from inner_plane.config import build_settings
 from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.journal.timers.store import TimerJournal
@@ -385,6 +386,8 @@ def test_a_tick_publishes_one_or_many_due_timers_in_the_same_statements(
     for n, name in enumerate(names):
         spec = {"name": name, "purpose": "Bulk", "every_s": 3600, "delegate_id": f"bulk{n % 15}"}
         add_timer(spec, runtime=timers_rt)
+    # The process reads the attention policy in force once, on first use (then on notice).
+    policy_source(timers_rt).current()
     _make_due(timers_rt, names[:1])
     one, fired_one = _tick_statements(timers_rt)
     _make_due(timers_rt, names[1:])
