@@ -69,11 +69,11 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
         return message_text(event_type, payload)
     if event_type == events.ASSISTANT_MESSAGE:
         said = message_text(event_type, payload)
+        # Only what the assistant said: what became of the inner context a user turn claimed
+        # is the detail's (and the activation page's), never part of the assistant's words.
         if not said:
             said = "(no reply: dry run, no model configured)" if _dry(payload) else "(no reply)"
-        outcome = payload.get("outcome")
-        claimed = isinstance(outcome, dict) and bool(outcome.get("counts"))
-        return f"{said} · inner context: {outcome_words(payload)}" if claimed else said
+        return said
     if event_type == events.TOOL_CALL:
         arguments = payload.get("arguments")
         return _tool_name(payload) + ("" if arguments is None else f" {arguments}")

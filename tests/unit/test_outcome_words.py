@@ -55,6 +55,9 @@ def test_completed_and_failed_entries_say_it_with_the_duration() -> None:
     assert summary("assistant.message", {"reply": None, "agent": "dry-run"}) == (
         "(no reply: dry run, no model configured)"
     )
+    # A user turn's reply is the assistant's words alone, whatever it did with inner context.
+    replied = {"reply": "Done.", "outcome": {"counts": {"acted": 1}, "reasons": {"acted": "x"}}}
+    assert summary("assistant.message", replied) == "Done."
 
 
 def test_times_show_date_and_zone_with_utc_on_hover() -> None:
