@@ -28,7 +28,13 @@ from tests.support.lane_journal import Filled, fill
 
 # Answers that never end while the client stays (the live feed, MCP's GET stream): sent only
 # without a valid credential, so that the in-process client gets its answer.
-STREAMS = {("GET", "/v1/events"), ("GET", "/mcp")}
+# Streams never end by themselves: each is sent with a refused credential, so its refusal (not
+# an endless body) is what the request reads.
+STREAMS = {
+    ("GET", "/v1/events"),
+    ("GET", "/mcp"),
+    ("GET", "/v1/delegates/{delegate_id}/conversation/stream"),
+}
 PARAMETER = re.compile(r"{([^}:]+)(?::[^}]*)?}")
 
 # Every byte a URL can carry (percent-encoded), NUL included, and a few shapes that broke
@@ -141,8 +147,8 @@ def test_no_request_gives_a_5xx(
         if credential == "operator" and not stream:
             headers["authorization"] = f"Bearer {token}"
         cookies = {COOKIE: data.draw(HEADER_TEXT)} if credential == "cookie" else {}
-        if stream and credential != "random":
-            headers.setdefault("authorization", "Bearer ipo.nobody.x")
+        if stream:
+            headers["authorization"] = "Bearer ipo.nobody.x"
         body = data.draw(st.binary(max_size=200)) if method == "POST" else None
         client.cookies.clear()
         answer = client.request(
