@@ -20,7 +20,7 @@ from inner_plane.runtime import Runtime, build_runtime, set_runtime
 from inner_plane.signals.kinds import KindRegistry
 from inner_plane.sources import auth_throttle
 from tests.support.processes import ChildProcess
-from tests.support.stores import Stores, start_stores, truncate_all
+from tests.support.stores import Stores, start_stores, stop_stores, truncate_all
 
 TESTS = Path(__file__).parent
 
@@ -75,9 +75,7 @@ def stores() -> Iterator[Stores]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    started.broker.stop()
-    if started.services is not None:
-        started.services.stop()
+    stop_stores(started)
 
 
 class ContextLog(io.StringIO):
