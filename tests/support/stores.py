@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 
 from inner_plane.config import build_settings
 from inner_plane.journal import database
@@ -223,23 +223,46 @@ def _redis_database(url: str, slot: str) -> str:
     return f"{base}/{number}"
 
 
+# The tables a test may have written: a heap that is not empty on disk (a row inserted, even if
+# deleted or rolled back since). A table never written since its last TRUNCATE has no pages, so it
+# is already what a TRUNCATE would leave; skipping it saves most of the cost (each truncated table
+# is a new file, and its commit waits for the disk).
+_WRITTEN_TABLES = """
+SELECT quote_ident(c.relname) FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+  AND c.relname <> 'alembic_version' AND pg_relation_size(c.oid) > 0
+"""
+# Sequences owned by a column of those tables (serial or identity), drawn from since their last
+# restart: TRUNCATE ... RESTART IDENTITY would restart them (a failed insert draws a value
+# without writing a row).
+_DRAWN_SEQUENCES = """
+SELECT s.oid::regclass::text FROM pg_class s
+JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = s.oid AND d.deptype IN ('a', 'i')
+JOIN pg_class t ON t.oid = d.refobjid AND t.relname <> 'alembic_version'
+JOIN pg_sequences q ON q.schemaname = current_schema() AND q.sequencename = s.relname
+WHERE s.relkind = 'S' AND s.relnamespace = current_schema()::regnamespace
+  AND q.last_value IS NOT NULL
+"""
+_engines: dict[str, Engine] = {}
+
+
 def truncate_all(url: str) -> None:
-    engine = create_engine(database.sqlalchemy_url(url))
-    try:
-        with engine.begin() as connection:
-            tables = [
-                row[0]
-                for row in connection.execute(
-                    text(
-                        "SELECT quote_ident(tablename) FROM pg_tables "
-                        "WHERE schemaname = current_schema() AND tablename <> 'alembic_version'"
-                    )
-                )
-            ]
-            if tables:
-                connection.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
-    finally:
-        engine.dispose()
+    """Every table of the journal empty and its identities restarted, as after TRUNCATE of all
+    of them with RESTART IDENTITY (the alembic version kept), truncating only those written to."""
+    engine = _engines.get(url)
+    if engine is None:
+        engine = _engines[url] = create_engine(
+            database.sqlalchemy_url(url), pool_size=1, max_overflow=2, pool_pre_ping=True
+        )
+    with engine.begin() as connection:
+        tables = list(connection.execute(text(_WRITTEN_TABLES)).scalars())
+        sequences = list(connection.execute(text(_DRAWN_SEQUENCES)).scalars())
+        statements = []
+        if tables:
+            statements.append(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+        statements.extend(f"ALTER SEQUENCE {name} RESTART" for name in sequences)
+        if statements:
+            connection.exec_driver_sql("; ".join(statements))
 
 
 @contextmanager
