@@ -46,10 +46,10 @@ test: $(STAMP) bytecode
 
 # (`make test` compiled the bytecode before it starts these.)
 test-suite: $(STAMP)
-	$(BIN)/pytest -q -ra -n $(TEST_WORKERS) --durations=15 $(PYTEST_ARGS)
+	$(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 test-rabbitmq: $(STAMP)
-	$(BIN)/python -m tests.support.rabbitmq_leg -n $(LEG_WORKERS) $(LEG_ARGS)
+	$(BIN)/python -m tests.support.rabbitmq_leg -n $(LEG_WORKERS) --dist loadfile --no-loadscope-reorder $(LEG_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

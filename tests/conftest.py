@@ -23,6 +23,8 @@ from tests.support.processes import ChildProcess
 from tests.support.stores import Stores, start_stores, stop_stores, truncate_all
 
 TESTS = Path(__file__).parent
+# The order files go to xdist workers, and the tests over a minute not marked slow.
+pytest_plugins = ["tests.support.timing"]
 
 # Timing never decides a test: no per-example deadline and no too-slow health check (a loaded
 # CI machine runs examples slowly; benchmarks measure time). A test may still set its own.
