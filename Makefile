@@ -33,23 +33,25 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict inner_plane workers beat_schedule
 
-# Lint, types and the two test legs run side by side (make -j; each one's output is printed whole
-# when it ends, so they do not interleave): the whole suite with Redis as broker on TEST_WORKERS
-# pytest-xdist workers, and the broker-relevant acceptance tests with RabbitMQ as broker on
-# LEG_WORKERS (one line saying it skipped when no RabbitMQ is reachable; CI=true requires it).
-# Every worker has its own database, Redis and Celery queues (tests/support/stores.py). The suite
-# ends with its 15 slowest tests. TEST_WORKERS=0 runs it in one process.
+# Lint first (seconds), then types and the two test legs side by side (make -j; each one's output
+# is printed whole when it ends, so they do not interleave): the whole suite with Redis as broker
+# on TEST_WORKERS pytest-xdist workers, and the broker-relevant acceptance tests with RabbitMQ as
+# broker on LEG_WORKERS (one line saying it skipped when no RabbitMQ is reachable; CI=true requires
+# it). Every worker has its own database, Redis and Celery queues (tests/support/stores.py); each
+# file goes whole to one worker, longest first (tests/support/timing.py). The suite ends with its
+# 15 slowest tests. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 4
 LEG_WORKERS ?= 2
-test: $(STAMP) bytecode
-	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck test-suite test-rabbitmq
+XDIST = --dist loadfile --no-loadscope-reorder
+test: lint bytecode
+	@$(MAKE) --no-print-directory -j3 --output-sync=target typecheck test-suite test-rabbitmq
 
 # (`make test` compiled the bytecode before it starts these.)
 test-suite: $(STAMP)
-	$(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	$(BIN)/pytest -q -ra -n $(TEST_WORKERS) $(XDIST) --durations=15 $(PYTEST_ARGS)
 
 test-rabbitmq: $(STAMP)
-	$(BIN)/python -m tests.support.rabbitmq_leg -n $(LEG_WORKERS) --dist loadfile --no-loadscope-reorder $(LEG_ARGS)
+	$(BIN)/python -m tests.support.rabbitmq_leg -n $(LEG_WORKERS) $(XDIST) $(LEG_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
