@@ -131,6 +131,8 @@ def start_stores(data_dir: Path | None = None) -> Stores:
             server_url = settings.database_url
             if configured_db is not None:
                 server_url = _with_database(configured_db, TEST_DATABASE)
+            else:
+                _no_disk_flushes(server_url)
             url = _slot_database(server_url, slot)
             redis_url, slot_redis = settings.redis_url, None
             slot_dir = data_dir
@@ -174,6 +176,27 @@ def stop_stores(stores: Stores) -> None:
         EmbeddedPostgres(root, persistent=True).stop_orphan()
         with contextlib.suppress(OSError):
             (root / "servers.json").unlink()
+
+
+def _no_disk_flushes(server_url: str) -> None:
+    """The embedded test server never waits for the disk (fsync and full-page writes off, kept
+    in its data dir): the tests' data is thrown away, and on a shared machine a commit, TRUNCATE
+    or DROP DATABASE (a checkpoint) otherwise waits on everyone's writes. Commits still go
+    through the WAL as before (synchronous_commit is untouched: the lane's tests read it). Fault
+    tests run planes of their own, with their own servers, which this leaves alone."""
+    admin = create_engine(
+        make_url(database.sqlalchemy_url(server_url)).set(database="postgres"),
+        isolation_level="AUTOCOMMIT",
+    )
+    try:
+        with admin.connect() as connection:
+            if connection.execute(text("SHOW fsync")).scalar() == "off":
+                return
+            connection.execute(text("ALTER SYSTEM SET fsync = off"))
+            connection.execute(text("ALTER SYSTEM SET full_page_writes = off"))
+            connection.execute(text("SELECT pg_reload_conf()"))
+    finally:
+        admin.dispose()
 
 
 def _with_database(url: str, name: str) -> str:
