@@ -38,7 +38,12 @@ from tests.support.waiting import wait_until
 
 # The first test also waits for `up` to be ready (the module's plane): on two shared cores under
 # load that alone may take minutes.
-pytestmark = [pytest.mark.acceptance, pytest.mark.chaos, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.chaos,
+    pytest.mark.timeout(900),
+    pytest.mark.slow(reason="a fault, its recovery and a settle under load; a 40 s store deadline"),
+]
 
 DELEGATES = [f"chaos-{n}" for n in range(8)]
 # Short against the lease TTL of 60 s (and the broker's visibility timeout), long against a

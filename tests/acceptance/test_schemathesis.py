@@ -56,6 +56,7 @@ def serve(name: str, command: list[str], env: dict[str, str], tmp_path: Path) ->
     return ChildProcess(name, command, env, tmp_path).start()
 
 
+@pytest.mark.slow(reason="every operation, generated cases, once per credential")
 @pytest.mark.timeout(1200)  # two full runs: minutes on a loaded machine
 def test_every_operation_with_each_credential(
     stores: Stores, runtime: Runtime, tmp_path: Path, children: list[ChildProcess]

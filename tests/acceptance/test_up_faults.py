@@ -104,6 +104,7 @@ def test_a_taken_port_fails_naming_it_and_starts_nothing(data_dir: Path) -> None
 
 # A long scenario (start, 30 s of idle, two store faults with their recoveries, nine restarts
 # with backoff): on two shared cores under load it outgrows the suite's 300 s per test.
+@pytest.mark.slow(reason="one plane through 30 s of idle, two store faults and nine restarts")
 @pytest.mark.timeout(900)
 def test_up_under_faults(tmp_path: Path, data_dir: Path, children: list[ChildProcess]) -> None:
     env = plane_env(data_dir)
