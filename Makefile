@@ -43,15 +43,23 @@ typecheck: $(STAMP)
 TEST_WORKERS ?= 4
 LEG_WORKERS ?= 2
 XDIST = --dist loadfile --no-loadscope-reorder
+# Each leg's temporary files under the worktree: pytest makes /tmp/pytest-of-USER private again
+# whenever any session starts, which cuts off the embedded PostgreSQL (it runs as a user of its
+# own under root) of a test whose plane lives in its tmp_path.
+BASETEMP = .inner-plane-test/tmp
 test: lint bytecode
 	@$(MAKE) --no-print-directory -j3 --output-sync=target typecheck test-suite test-rabbitmq
 
 # (`make test` compiled the bytecode before it starts these.)
 test-suite: $(STAMP)
-	$(BIN)/pytest -q -ra -n $(TEST_WORKERS) $(XDIST) --durations=15 $(PYTEST_ARGS)
+	mkdir -p $(BASETEMP)
+	$(BIN)/pytest -q -ra -n $(TEST_WORKERS) $(XDIST) --basetemp=$(BASETEMP)/suite \
+		--durations=15 $(PYTEST_ARGS)
 
 test-rabbitmq: $(STAMP)
-	$(BIN)/python -m tests.support.rabbitmq_leg -n $(LEG_WORKERS) $(XDIST) $(LEG_ARGS)
+	mkdir -p $(BASETEMP)
+	$(BIN)/python -m tests.support.rabbitmq_leg -n $(LEG_WORKERS) $(XDIST) \
+		--basetemp=$(BASETEMP)/rabbitmq $(LEG_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
