@@ -14,6 +14,7 @@ from psycopg import pq
 from sqlalchemy import event, text
 
 from inner_plane import logs
+from inner_plane.attention import live as attention_live
 from inner_plane.attention.live import policy_source
 from inner_plane.config import build_settings
 from inner_plane.journal.retention import delete_finished_signals
@@ -337,15 +338,17 @@ def _make_due(rt: Runtime, names: list[str]) -> None:
 
 
 def test_a_tick_on_the_database_clock_runs_every_statement_in_autocommit(
-    timers_rt: Runtime,
+    timers_rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No statement of a tick opens a transaction: nothing is held while the tick decides, and
     no ROLLBACK at check-in makes psycopg forget the connection's prepared statements (the tick's
     write would be parsed and planned again on every tick)."""
     add_timer({"name": "pulse", "purpose": "Pulse", "every_s": 60}, runtime=timers_rt)
-    # The process reads the attention policy in force once, on first use (then on notice): not
-    # a statement of the tick, whichever test of the process ran first.
+    # The process reads the attention policy in force once, on first use (then on notice or
+    # after POLL_S, held off here: a loaded machine may take that long between two statements):
+    # not a statement of the tick, whichever test of the process ran first.
     policy_source(timers_rt).current()
+    monkeypatch.setattr(attention_live, "POLL_S", float("inf"))
     _make_due(timers_rt, ["pulse"])
     statuses: list[tuple[str, pq.TransactionStatus]] = []
 
@@ -381,7 +384,7 @@ def _tick_statements(rt: Runtime) -> tuple[list[str], int]:
 
 
 def test_a_tick_publishes_one_or_many_due_timers_in_the_same_statements(
-    timers_rt: Runtime,
+    timers_rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 15, point 6: the due timers are published in one bulk statement, so a tick with
     149 due timers of 15 delegates sends exactly the statements of a tick with one."""
@@ -389,8 +392,10 @@ def test_a_tick_publishes_one_or_many_due_timers_in_the_same_statements(
     for n, name in enumerate(names):
         spec = {"name": name, "purpose": "Bulk", "every_s": 3600, "delegate_id": f"bulk{n % 15}"}
         add_timer(spec, runtime=timers_rt)
-    # The process reads the attention policy in force once, on first use (then on notice).
+    # The process reads the attention policy in force once, on first use (then on notice or
+    # after POLL_S, held off here: adding 150 timers may take that long on a loaded machine).
     policy_source(timers_rt).current()
+    monkeypatch.setattr(attention_live, "POLL_S", float("inf"))
     _make_due(timers_rt, names[:1])
     one, fired_one = _tick_statements(timers_rt)
     _make_due(timers_rt, names[1:])
