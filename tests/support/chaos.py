@@ -13,6 +13,7 @@ Used by ``tests/acceptance/test_chaos.py`` and ``bench/chaos.py``.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import itertools
 import json
@@ -55,6 +56,9 @@ PLANE_ENV = {
     "INNER_PLANE_RETRY_BASE_S": "0.2",
     "INNER_PLANE_RETRY_MAX_S": "2",
     "INNER_PLANE_WAKE_BUDGET_PER_HOUR": "1000000",
+    # A publication no worker journaled is journaled from its receipt this long after it was sent
+    # (the sweeper's look, every 2 s, comes on top).
+    "INNER_PLANE_RECEIPT_GRACE_S": "10",
     "PYTHONUNBUFFERED": "1",
 }
 
@@ -369,6 +373,25 @@ def signal_state(engine: Engine, task: str) -> str | None:
             ).scalar()
     except Exception:
         return None
+
+
+def broker_holds(plane: Plane, task: str) -> str | None:
+    """Where the Redis broker holds the wake of ``task``: 'queued', 'unacknowledged', or None
+    (the broker no longer has it). Celery's message bodies are base64 JSON."""
+    import redis
+
+    client = redis.Redis(unix_socket_path=str(plane.redis_socket()), socket_timeout=5)
+
+    def carries(raw: bytes) -> bool:
+        message = json.loads(raw)
+        message = message[0] if isinstance(message, list) else message  # unacked: [msg, ex, rk]
+        return task.encode() in base64.b64decode(message["body"])
+
+    if any(carries(raw) for raw in client.lrange("signals", 0, -1)):
+        return "queued"
+    if any(carries(raw) for raw in client.hvals("unacked")):
+        return "unacknowledged"
+    return None
 
 
 def send_wake(plane: Plane, delegate: str) -> str:

@@ -46,4 +46,9 @@ def user_turn(
 @shared_task(name=names.SWEEP_TASK, acks_late=True)
 def sweep_lanes() -> dict[str, object]:
     report = sweep(get_runtime())
-    return {"recovered": report.recovered, "woken": report.woken, "expired": report.expired}
+    return {
+        "recovered": report.recovered,
+        "woken": report.woken,
+        "expired": report.expired,
+        "replayed": report.replayed,
+    }

@@ -1,0 +1,79 @@
+"""Journaling from receipts: what a publisher was told the broker took, and no worker journaled
+within ``INNER_PLANE_RECEIPT_GRACE_S`` (see :mod:`inner_plane.receipts`), is journaled by the
+sweeper with the same functions the signals worker calls, ``via=receipt``.
+
+Only while the signals queue is empty: a receipt older than the grace then belongs to a message
+that was lost between Redis and a worker, or held by a worker that died or cannot journal; a
+receipt of a message still queued behind a backlog is left to the worker that will take it. A
+signal's fixed id makes journaling twice a duplicate, never a second row. A receipt that cannot be
+read, or whose message is invalid, is dropped with one line; a store outage leaves it for the next
+sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from redis import RedisError
+from sqlalchemy.exc import OperationalError
+
+from inner_plane import celery_bridge, logs, receipts
+from inner_plane.publish import publish, publish_many
+from inner_plane.runtime import Runtime
+from inner_plane.services.probes import queue_depths
+from inner_plane.signals.model import SignalError
+from inner_plane.sources.copilot import report_task
+
+VIA = "receipt"
+# Receipts taken per sweep: a backlog of them drains over several sweeps.
+LIMIT = 500
+
+
+@dataclass
+class Replay:
+    journaled: list[str] = field(default_factory=list)  # task ids whose signals are journaled
+    dropped: list[str] = field(default_factory=list)  # unreadable or invalid receipts
+
+
+def replay(runtime: Runtime, limit: int = LIMIT) -> Replay:
+    """Journal the messages whose receipts outlived the grace while the signals queue is empty."""
+    done = Replay()
+    broker_url = runtime.settings.effective_broker_url
+    if celery_bridge.is_amqp(broker_url):
+        return done
+    client = receipts.client_for(broker_url)
+    stale = receipts.stale(client, runtime.settings.receipt_grace_s, limit)
+    queue = celery_bridge.SIGNALS_QUEUE
+    if not stale or queue_depths(client, [queue])[queue]:
+        return done
+    for entry in stale:
+        try:
+            _journal(runtime, entry)
+        except (OperationalError, RedisError):
+            raise  # the journal or Redis is down: every receipt waits for the next sweep
+        except Exception as error:  # invalid for good (SignalError) or unreadable
+            reason = str(error)[:200] if not isinstance(error, SignalError) else str(error)
+            logs.emit("receipt_dropped", task=entry.task_id, name=entry.task, reason=reason)
+            done.dropped.append(entry.task_id)
+            continue
+        done.journaled.append(entry.task_id)
+    receipts.remove(client, done.journaled + done.dropped)
+    if done.journaled:
+        logs.emit("receipts_replayed", messages=len(done.journaled))
+    return done
+
+
+def _journal(runtime: Runtime, entry: receipts.Entry) -> None:
+    args = entry.args
+    if args is None:
+        raise ValueError("unreadable receipt")
+    if entry.task == celery_bridge.PUBLISH_TASK and len(args) == 1:
+        publish(args[0], runtime=runtime, via=VIA)
+    elif entry.task == celery_bridge.PUBLISH_MANY_TASK and len(args) == 1:
+        if not isinstance(args[0], list):
+            raise SignalError("signals", "must be a list of signal objects")
+        publish_many(args[0], runtime=runtime, via=VIA)
+    elif entry.task == celery_bridge.REPORT_TASK_TASK and 3 <= len(args) <= 5:
+        report_task(*args, runtime=runtime, via=VIA)
+    else:
+        raise ValueError(f"no journaling for task {entry.task!r} with {len(args)} args")
