@@ -35,14 +35,16 @@ class Replay:
     dropped: list[str] = field(default_factory=list)  # unreadable or invalid receipts
 
 
-def replay(runtime: Runtime, limit: int = LIMIT) -> Replay:
-    """Journal the messages whose receipts outlived the grace while the signals queue is empty."""
+def replay(runtime: Runtime, limit: int = LIMIT, grace_s: float | None = None) -> Replay:
+    """Journal the messages whose receipts outlived the grace (``INNER_PLANE_RECEIPT_GRACE_S``
+    unless given) while the signals queue is empty."""
     done = Replay()
     broker_url = runtime.settings.effective_broker_url
     if celery_bridge.is_amqp(broker_url):
         return done
     client = receipts.client_for(broker_url)
-    stale = receipts.stale(client, runtime.settings.receipt_grace_s, limit)
+    grace = runtime.settings.receipt_grace_s if grace_s is None else grace_s
+    stale = receipts.stale(client, grace, limit)
     queue = celery_bridge.SIGNALS_QUEUE
     if not stale or queue_depths(client, [queue])[queue]:
         return done
