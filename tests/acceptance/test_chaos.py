@@ -33,6 +33,7 @@ from tests.acceptance.test_up import plane_processes, processes_mentioning, wait
 from tests.support.chaos import (
     Load,
     Plane,
+    assert_load_clean,
     broker_holds,
     judge,
     running_activation,
@@ -81,13 +82,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def assert_clean(plane: Plane, load: Load) -> None:
-    verdict = judge(plane.engine, DELEGATES, load.sent, settle_s=120)
-    assert verdict.sent >= 20, verdict.sent  # a steady load through the fault
-    assert verdict.lost == [], verdict
-    assert verdict.duplicated == [], verdict
-    assert verdict.overlapping == [], verdict
-    assert verdict.double_deliveries == [], verdict
-    assert not any(verdict.stuck.values()), verdict
+    assert_load_clean(plane, DELEGATES, load)
 
 
 def assert_children_kept(plane: Plane, mark: int) -> None:

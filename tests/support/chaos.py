@@ -351,6 +351,20 @@ def judge(engine: Engine, delegates: list[str], tasks: list[str], settle_s: floa
     return verdict
 
 
+def assert_load_clean(
+    plane: Plane, delegates: list[str], load: Load, settle_s: float = 120
+) -> None:
+    """A steady load went through the fault, and the journal shows nothing lost, duplicated,
+    overlapping, delivered twice or stuck after the settle."""
+    verdict = judge(plane.engine, delegates, load.sent, settle_s=settle_s)
+    assert verdict.sent >= 20, verdict.sent
+    assert verdict.lost == [], verdict
+    assert verdict.duplicated == [], verdict
+    assert verdict.overlapping == [], verdict
+    assert verdict.double_deliveries == [], verdict
+    assert not any(verdict.stuck.values()), verdict
+
+
 def running_activation(engine: Engine, delegate: str) -> Any:
     """The delegate's running activation (id, holder), or None."""
     with engine.connect() as connection:
