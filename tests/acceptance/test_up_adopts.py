@@ -45,6 +45,8 @@ def test_up_adopts_a_running_redis_twice_and_keeps_its_data(tmp_path: Path, data
     client = redis.Redis(unix_socket_path=str(outside.socket), socket_timeout=5)
     client.set("left-by-an-earlier-owner", "kept")
 
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
     first = Plane.start(data_dir, tmp_path / "first", ready_s=300)
     try:
         [line] = adoption_lines(first)
