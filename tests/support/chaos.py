@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -106,6 +107,10 @@ class Plane:
     def alarms(self, after: int = 0) -> list[str]:
         """The supervisor's `!!` lines since ``after``."""
         return [line for line in self.output(after).splitlines() if "inner-plane: !! " in line]
+
+    def started_pid(self, name: str) -> int:
+        """The pid of the latest start of ``name`` (a worker, beat) by `up`."""
+        return int(re.findall(rf"inner-plane: started {name} \(pid (\d+)\)", self.output())[-1])
 
     def supervisor_lines(self, after: int = 0) -> list[str]:
         return [line for line in self.output(after).splitlines() if line.startswith("inner-plane:")]
@@ -406,6 +411,30 @@ def broker_holds(plane: Plane, task: str) -> str | None:
     if any(carries(raw) for raw in client.hvals("unacked")):
         return "unacknowledged"
     return None
+
+
+def kill_signals_worker_holding_a_wake(plane: Plane, delegate: str) -> tuple[str, float]:
+    """Kill -9 the signals worker while a wake it took sits unread in its socket; the wake's task
+    id and when (time.monotonic()) the worker was killed.
+
+    Celery's Redis transport hands a message over destructively: the worker's BRPOP pops it, and
+    only its next command records it as unacknowledged. So: pause the worker with its BRPOP
+    outstanding, send a wake (the broker acknowledges it and hands it at once to the paused
+    socket), check the broker holds it nowhere, and kill the worker. A wake that did not reach the
+    paused worker (it was between two BRPOPs) is let through, and the next one tried."""
+    worker = plane.started_pid("signals-worker")
+    for _attempt in range(5):
+        os.kill(worker, signal.SIGSTOP)
+        task = send_wake(plane, delegate)
+        deadline = time.monotonic() + 3
+        while broker_holds(plane, task) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if broker_holds(plane, task) is None:
+            os.killpg(worker, signal.SIGKILL)
+            return task, time.monotonic()
+        os.kill(worker, signal.SIGCONT)
+        wait_delivered(plane, task, timeout=60)
+    raise AssertionError("the paused signals worker never took a wake")
 
 
 def send_wake(plane: Plane, delegate: str) -> str:
