@@ -193,6 +193,12 @@ def send_publish_many(settings: Settings, signals: list[dict[str, Any]]) -> str:
     return send_recorded(settings, PUBLISH_MANY_TASK, SIGNALS_QUEUE, args, task_id)
 
 
+def send_user_turn(settings: Settings, delegate_id: str, text: str, channel: str = "text") -> str:
+    """A user turn from another process (a chat front-end): the user-turns worker journals it at
+    once under an id its task id gives it, and wakes the delegate's lane."""
+    return send_recorded(settings, USER_TURN_TASK, USER_TURNS_QUEUE, (delegate_id, text, channel))
+
+
 def send_report_task(
     settings: Settings,
     status: str,

@@ -11,7 +11,7 @@ publisher was acknowledged and the journal never sees the signal in time.
 So each signal-carrying message is written here first (one script: the Redis server's time, the
 message, its task id) and then sent; the worker removes it once the transaction holding its
 signals committed (or it was rejected for good); the sweeper journals what stays here past
-``INNER_PLANE_RECEIPT_GRACE_S`` (:mod:`inner_plane.sources.replay`). A signal's fixed id makes a
+``INNER_PLANE_RECEIPT_GRACE_S`` (:mod:`inner_plane.lane.replay`). A signal's fixed id makes a
 second journaling a duplicate, never a second row. RabbitMQ needs none of this: its consumer
 acknowledgements are the broker's own, and an unacknowledged delivery returns when the channel
 closes.

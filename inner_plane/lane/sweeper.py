@@ -11,7 +11,7 @@
 - pending signals past their expires_at become expired;
 - on a Redis broker, publications the broker acknowledged and no worker journaled within
   ``INNER_PLANE_RECEIPT_GRACE_S`` are journaled from their receipts (:mod:`inner_plane.receipts`,
-  :mod:`inner_plane.sources.replay`), before the delegates to wake are read.
+  :mod:`inner_plane.lane.replay`), before the delegates to wake are read.
 
 Every row reads back (see ``journal.tolerant``), and a delegate whose wake cannot be sent is
 logged and skipped: no row and no delegate stops the sweep of the others.
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from inner_plane import logs
 from inner_plane.attention.wakes import send_activate
 from inner_plane.journal.lane.recovery import Recovery
+from inner_plane.lane.replay import replay
 from inner_plane.runtime import Runtime
-from inner_plane.sources.replay import replay
 
 
 @dataclass

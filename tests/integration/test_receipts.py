@@ -7,11 +7,12 @@ import uuid
 
 import pytest
 import redis
+from sqlalchemy import text
 
 from inner_plane import celery_bridge, receipts, redis_keys
+from inner_plane.lane.replay import replay
 from inner_plane.runtime import Runtime
 from inner_plane.signals.ids import derive_signal_id
-from inner_plane.sources.replay import replay
 
 
 @pytest.fixture
@@ -85,6 +86,27 @@ def test_every_signal_carrying_task_is_journaled_from_its_receipt(
     receipts.record(ledger, "report", celery_bridge.REPORT_TASK_TASK, "signals", report)
     assert sorted(replay(runtime, grace_s=0).journaled) == ["many", "report"]
     assert runtime.signals.count() == 3
+
+
+def test_a_user_turn_is_journaled_from_its_receipt_once_under_its_task_id(
+    runtime: Runtime, ledger: redis.Redis
+) -> None:
+    args = ["default", "are you there?", "text"]
+    receipts.record(ledger, "turn", celery_bridge.USER_TURN_TASK, "user_turns", args)
+    assert replay(runtime, grace_s=0).journaled == ["turn"]
+    receipts.record(ledger, "turn", celery_bridge.USER_TURN_TASK, "user_turns", args)
+    assert replay(runtime, grace_s=0).journaled == ["turn"]  # the same task again: one turn
+    with runtime.engine.connect() as connection:
+        texts = connection.execute(text("SELECT text FROM user_turns")).scalars().all()
+    assert texts == ["are you there?"]
+    # A queued message of that queue holds its receipts back, not those of another queue.
+    receipts.record(ledger, "held", celery_bridge.USER_TURN_TASK, "user_turns", args)
+    receipts.record(ledger, "free", celery_bridge.PUBLISH_TASK, "signals", [wake("free")])
+    ledger.lpush(celery_bridge.USER_TURNS_QUEUE, "a turn still queued")
+    try:
+        assert replay(runtime, grace_s=0).journaled == ["free"]
+    finally:
+        ledger.delete(celery_bridge.USER_TURNS_QUEUE)
 
 
 def test_an_invalid_or_unreadable_receipt_is_dropped_alone_with_one_line(

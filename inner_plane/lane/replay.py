@@ -1,11 +1,13 @@
-"""Journaling from receipts: what a publisher was told the broker took, and no worker journaled
+"""Journaling from receipts: what a sender was told the broker took, and no worker journaled
 within ``INNER_PLANE_RECEIPT_GRACE_S`` (see :mod:`inner_plane.receipts`), is journaled by the
-sweeper with the same functions the signals worker calls, ``via=receipt``.
+sweeper with the same functions the workers call: signals ``via=receipt``, user turns under the
+id their task id gives them (then the delegate is woken).
 
-Only while the signals queue is empty: a receipt older than the grace then belongs to a message
+Only while the receipt's queue is empty: a receipt older than the grace then belongs to a message
 that was lost between Redis and a worker, or held by a worker that died or cannot journal; a
 receipt of a message still queued behind a backlog is left to the worker that will take it. A
-signal's fixed id makes journaling twice a duplicate, never a second row. A receipt that cannot be
+signal's fixed id (and a turn's id derived from its task id) makes journaling twice a duplicate,
+never a second row. A receipt that cannot be
 read, or whose message is invalid, is dropped with one line; a store outage leaves it for the next
 sweep.
 """
@@ -18,6 +20,7 @@ from redis import RedisError
 from sqlalchemy.exc import OperationalError
 
 from inner_plane import celery_bridge, logs, receipts
+from inner_plane.lane.user_turns import ensure_user_turn, wake_for_user_turn
 from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import Runtime
 from inner_plane.services.probes import queue_depths
@@ -45,10 +48,13 @@ def replay(runtime: Runtime, limit: int = LIMIT, grace_s: float | None = None) -
     client = receipts.client_for(broker_url)
     grace = runtime.settings.receipt_grace_s if grace_s is None else grace_s
     stale = receipts.stale(client, grace, limit)
-    queue = celery_bridge.SIGNALS_QUEUE
-    if not stale or queue_depths(client, [queue])[queue]:
+    if not stale:
         return done
+    queues = sorted({entry.queue for entry in stale if entry.queue in celery_bridge.ALL_QUEUES})
+    backlog = {name for name, depth in queue_depths(client, queues).items() if depth}
     for entry in stale:
+        if entry.queue in backlog:
+            continue
         try:
             _journal(runtime, entry)
         except (OperationalError, RedisError):
@@ -77,5 +83,11 @@ def _journal(runtime: Runtime, entry: receipts.Entry) -> None:
         publish_many(args[0], runtime=runtime, via=VIA)
     elif entry.task == celery_bridge.REPORT_TASK_TASK and 3 <= len(args) <= 5:
         report_task(*args, runtime=runtime, via=VIA)
+    elif entry.task == celery_bridge.USER_TURN_TASK and 2 <= len(args) <= 4:
+        delegate_id, text, *rest = args
+        channel = rest[0] if rest else "text"
+        turn_id = rest[1] if len(rest) > 1 else None
+        ensure_user_turn(runtime, delegate_id, text, channel, turn_id, entry.task_id)
+        wake_for_user_turn(runtime, delegate_id)
     else:
         raise ValueError(f"no journaling for task {entry.task!r} with {len(args)} args")
