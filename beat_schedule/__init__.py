@@ -82,6 +82,36 @@ class WhenNotificationsDue(schedule):
         return schedstate(due, float(self.seconds))
 
 
+def answers_due() -> bool:
+    """Whether a mail's or text's answer waits to be sent (one indexed query)."""
+    from inner_plane.journal.channels.messages import any_answerable
+    from inner_plane.runtime import get_runtime
+
+    return any_answerable(get_runtime().engine)
+
+
+def mailboxes_exist() -> bool:
+    from inner_plane.journal.channels.mailboxes import Mailboxes
+    from inner_plane.runtime import get_runtime
+
+    return bool(Mailboxes(get_runtime().engine).all(limit=1))
+
+
+class WhenTrue(schedule):
+    """Checked every ``run_every``; due only when ``check`` says so (fails open)."""
+
+    def __init__(self, seconds: float, check: Any) -> None:
+        super().__init__(seconds)
+        self.check = check
+
+    def is_due(self, last_run_at: Any) -> schedstate:
+        try:
+            due = bool(self.check())
+        except Exception:
+            due = True
+        return schedstate(due, float(self.seconds))
+
+
 def _periodic(task: str, every_s: float, when: Any = None) -> dict[str, Any]:
     return {
         "task": task,
@@ -106,6 +136,18 @@ def celery_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             names.NOTIFY_OUTBOX_TASK,
             settings.notify_outbox_interval_s,
             WhenNotificationsDue(settings.notify_outbox_interval_s),
+        ),
+        # Mail and SMS: answers left to send (the lane asks at once; this catches the rest),
+        # and the mailboxes' poll (the IDLE watcher of `inner-plane mail watch` is faster).
+        "channel-answers": _periodic(
+            names.CHANNEL_ANSWER_TASK,
+            settings.notify_outbox_interval_s,
+            WhenTrue(settings.notify_outbox_interval_s, answers_due),
+        ),
+        "mail-poll": _periodic(
+            names.MAIL_POLL_TASK,
+            settings.mail_poll_interval_s,
+            WhenTrue(settings.mail_poll_interval_s, mailboxes_exist),
         ),
     }
 

@@ -11,9 +11,9 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
-from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import text

@@ -5,6 +5,7 @@ client or an MTA's delivery agent would put it there."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -123,10 +124,8 @@ class Dovecot:
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.process is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, sig)
-        except ProcessLookupError:
-            pass
         try:
             self.process.wait(10)
         except subprocess.TimeoutExpired:

@@ -70,6 +70,35 @@ def claim(
     """Fenced: raises LeaseLost, writing nothing, once the lease was taken over. With
     ``not_before``, a new row waits for the outbox sweep."""
     fence(connection, delegate_id, epoch)
+    return _claim(
+        connection, delegate_id, effect_key, channel, activation_id, subject, body, not_before
+    )
+
+
+def claim_answer(
+    connection: Connection,
+    *,
+    delegate_id: str,
+    effect_key: str,
+    channel: str,
+    subject: str,
+    body: str,
+) -> Outgoing:
+    """The outbox row of a channel's answer to a turn (one per turn and segment): not fenced,
+    since what it sends is the turn's reply as committed, not a running activation's effect."""
+    return _claim(connection, delegate_id, effect_key, channel, None, subject, body, None)
+
+
+def _claim(
+    connection: Connection,
+    delegate_id: str,
+    effect_key: str,
+    channel: str,
+    activation_id: uuid.UUID | None,
+    subject: str,
+    body: str,
+    not_before: datetime | None,
+) -> Outgoing:
     row = connection.execute(
         _CLAIM,
         {
@@ -84,6 +113,13 @@ def claim(
         },
     ).one()
     return Outgoing(id=row.id, state=row.state, attempts=int(row.attempts))
+
+
+def created_at(engine: Engine, notification_id: uuid.UUID) -> datetime:
+    with reading(engine) as connection:
+        return connection.execute(  # type: ignore[no-any-return]
+            text("SELECT created_at FROM notifications WHERE id = :id"), {"id": notification_id}
+        ).scalar_one()
 
 
 def finish(engine: Engine, notification_id: uuid.UUID, error: str | None) -> None:
