@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypedDict
 
 from sqlalchemy import Connection, Engine, text
@@ -182,6 +182,25 @@ def any_due(engine: Engine) -> bool:
                 text(f"SELECT EXISTS (SELECT 1 FROM notifications WHERE {NOTIFICATION_DUE})")  # noqa: S608
             ).scalar()
         )
+
+
+def latest_sent(engine: Engine, delegate_id: str, channel: str, within: timedelta) -> str | None:
+    """The effect key of the newest question (a needs_input disposition) sent to the person on
+    ``channel`` within ``within``: what a text with no thread answers."""
+    with reading(engine) as connection:
+        return connection.execute(
+            text(
+                "SELECT effect_key FROM notifications WHERE delegate_id = :d AND channel = :c"
+                " AND state = 'sent' AND effect_key LIKE :asked"
+                " AND sent_at > now() - :within ORDER BY sent_at DESC LIMIT 1"
+            ),
+            {
+                "d": delegate_id,
+                "c": channel,
+                "within": within,
+                "asked": "disposition:%:needs_input",
+            },
+        ).scalar()
 
 
 class SentNotification(TypedDict):
