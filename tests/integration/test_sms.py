@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any

@@ -102,7 +102,7 @@ def _handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
                 return None
             return sid
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             if self._account() is None:
                 return
             query = parse_qs(urlsplit(self.path).query)
@@ -116,7 +116,7 @@ def _handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
                 ]
             self._answer(200, {"messages": list(reversed(listed))})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             sid = self._account()
             if sid is None:
                 return
