@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from inner_plane import logs
 from inner_plane.journal.channels import messages
 from inner_plane.journal.channels.mailboxes import Mailboxes
+from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.lane import notifications
 from inner_plane.outbound.channels import ChannelError, Message, SmtpChannel
 from inner_plane.outbound.sms import TwilioMessages, segments
@@ -54,12 +55,21 @@ def send_answers(
             if waiting is None:
                 break
             answered = _answer(runtime, waiting)
-            messages.answered(
+            to = waiting.address if answered.state == "sent" else None
+            messages.answered(connection, waiting.id, answered.state, to, answered.error)
+            # The timeline's record of where the answer went (or why it did not).
+            conversation.append_event(
                 connection,
-                waiting.id,
-                answered.state,
-                waiting.address if answered.state == "sent" else None,
-                answered.error,
+                delegate_id=waiting.delegate_id,
+                type=conversation.CHANNEL_ANSWER,
+                payload={
+                    "channel": waiting.channel,
+                    "to": waiting.address,
+                    "state": answered.state,
+                    "segments": answered.segments,
+                    **({} if answered.error is None else {"error": answered.error[:300]}),
+                },
+                turn_id=waiting.turn_id,
             )
         logs.emit(
             "channel_answer",
