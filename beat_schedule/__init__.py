@@ -153,6 +153,24 @@ def celery_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 
 
 @beat_init.connect
+def start_mail_watch(**_: Any) -> None:
+    """Beat keeps one IDLE watch per delegate mailbox (inner_plane.channels.watcher says why
+    here); best effort: the mailbox poll on the schedule covers whatever it misses."""
+    settings = load_settings()
+    if not settings.mail_watch_in_beat:
+        return
+    try:
+        from inner_plane.channels.watcher import MailWatcher
+        from inner_plane.runtime import get_runtime
+
+        MailWatcher(get_runtime()).start()
+    except Exception as error:
+        from inner_plane import logs
+
+        logs.emit("mail_watch_failed", reason=str(error)[:200])
+
+
+@beat_init.connect
 def check_timers_file(**_: Any) -> None:
     """Fail beat's start on an invalid timers file, naming the entry and the field."""
     # Celery has redirected sys.stderr into its logger by now; ops should see a plain line.

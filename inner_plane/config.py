@@ -165,6 +165,9 @@ class Settings(BaseSettings):
     mail_authserv_id: str = ""
     mail_verify_dkim: bool = True  # verify DKIM signatures locally too (dkimpy; DNS lookups)
     mail_ca_file: Path | None = None  # a CA bundle for the IMAP server's certificate
+    # Beat keeps one IDLE watch per mailbox (inner_plane/channels/watcher.py says why there);
+    # false: run `inner-plane mail watch` instead, or rely on the poll alone.
+    mail_watch_in_beat: bool = True
 
     # SMS (docs/channels.md): a Twilio-compatible provider. Texts come in at
     # POST /v1/channels/sms/twilio, signed with the auth token (X-Twilio-Signature); answers go

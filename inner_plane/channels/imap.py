@@ -19,11 +19,10 @@ import contextlib
 import ipaddress
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientError
@@ -162,17 +161,22 @@ def poll_all(runtime: Runtime) -> list[PollReport]:
     return [poll(runtime, mailbox) for mailbox in Mailboxes(runtime.engine).all()]
 
 
+class Stop(Protocol):
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
 def watch(
     runtime: Runtime,
     delegate_id: str,
-    stop: threading.Event,
+    stop: Stop,
     *,
     on_poll: Callable[[PollReport], None] | None = None,
 ) -> None:
     """Keep the delegate's mailbox read until ``stop``: poll, then IDLE until the server says
     something (or MAIL_IDLE_S passes), poll again; without IDLE, poll every
     MAIL_POLL_INTERVAL_S. A broken connection is retried with backoff (up to a minute)."""
-    settings = runtime.settings
     store = Mailboxes(runtime.engine)
     backoff = 1.0
     while not stop.is_set():
@@ -198,7 +202,6 @@ def watch(
         finally:
             store.idling(delegate_id, False)
             _close(client)
-    del settings
 
 
 def _watch_connected(
@@ -206,7 +209,7 @@ def _watch_connected(
     store: Mailboxes,
     delegate_id: str,
     client: IMAPClient,
-    stop: threading.Event,
+    stop: Stop,
     on_poll: Callable[[PollReport], None] | None,
 ) -> None:
     settings = runtime.settings

@@ -127,9 +127,17 @@ def html_to_text(markup: str) -> str:
     return html.unescape(cleaned)
 
 
+SIGNATURE_DELIMITER = "-- "  # RFC 3676 section 4.3: the line before a signature
+
+
 def trimmed(text: str) -> str:
     """The newest reply of a body: quoted history and signature cut."""
     window = text[:TRIM_WINDOW]
+    lines = window.split("\n")
+    for index, line in enumerate(lines):
+        if line.rstrip("\r") == SIGNATURE_DELIMITER:
+            window = "\n".join(lines[:index])
+            break
     try:
         reply = EmailReplyParser(languages=["en", "de", "fr", "es"]).parse_reply(window)
     except Exception:  # the trimmer's own failure keeps the text as it came
