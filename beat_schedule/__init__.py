@@ -97,16 +97,24 @@ def mailboxes_exist() -> bool:
     return bool(Mailboxes(get_runtime().engine).all(limit=1))
 
 
-class WhenTrue(schedule):
-    """Checked every ``run_every``; due only when ``check`` says so (fails open)."""
-
-    def __init__(self, seconds: float, check: Any) -> None:
-        super().__init__(seconds)
-        self.check = check
+class WhenAnswersDue(schedule):
+    """Checked every ``run_every``; due only when an answer waits to be sent (fails open).
+    (One class per check: Celery rebuilds a schedule from its run_every alone.)"""
 
     def is_due(self, last_run_at: Any) -> schedstate:
         try:
-            due = bool(self.check())
+            due = answers_due()
+        except Exception:
+            due = True
+        return schedstate(due, float(self.seconds))
+
+
+class WhenMailboxesExist(schedule):
+    """Checked every ``run_every``; due only when some delegate has a mailbox (fails open)."""
+
+    def is_due(self, last_run_at: Any) -> schedstate:
+        try:
+            due = mailboxes_exist()
         except Exception:
             due = True
         return schedstate(due, float(self.seconds))
@@ -142,12 +150,12 @@ def celery_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "channel-answers": _periodic(
             names.CHANNEL_ANSWER_TASK,
             settings.notify_outbox_interval_s,
-            WhenTrue(settings.notify_outbox_interval_s, answers_due),
+            WhenAnswersDue(settings.notify_outbox_interval_s),
         ),
         "mail-poll": _periodic(
             names.MAIL_POLL_TASK,
             settings.mail_poll_interval_s,
-            WhenTrue(settings.mail_poll_interval_s, mailboxes_exist),
+            WhenMailboxesExist(settings.mail_poll_interval_s),
         ),
     }
 
