@@ -58,6 +58,7 @@ BENCHES = (
     "capacity",
     "chaos",
     "chat",
+    "make_test",
 )
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
@@ -117,6 +118,10 @@ TARGETS = (
     Target("chat", "streams_held", 1000.0),
     Target("chat", "streams_relay_p99_ms", 100.0, higher_is_better=False),
     Target("chat", "streams_rss_growth_mb", 150.0, higher_is_better=False),
+    # Issue 30: `make test` on a fresh clone, the install included (--quick: unit tests only),
+    # and how many tests it ran (both legs; not fewer than before the suite was parallelised).
+    Target("make_test", "make_test_s", 420.0, higher_is_better=False),
+    Target("make_test", "tests_run", None),
 )
 
 

@@ -37,6 +37,9 @@ TIMERS_TICK_TASK = "inner_plane.timers_tick"
 RETENTION_TASK = "inner_plane.retention"
 NOTIFY_OUTBOX_TASK = "inner_plane.notify_outbox"
 REPORT_TASK_TASK = "inner_plane.report_task"
+# Mail and SMS (inner_plane.channels): beat's mailbox poll, and sending a channel's answer.
+MAIL_POLL_TASK = "inner_plane.mail_poll"
+CHANNEL_ANSWER_TASK = "inner_plane.channel_answer"
 
 
 # Queues whose messages must survive a RabbitMQ node: replicated quorum queues there. `periodic`
@@ -211,6 +214,11 @@ def send_report_task(
     failed); the signals worker journals it (inner_plane.sources.copilot.report_task)."""
     args = (status, task_id, title, delegate_id, detail)
     return send_recorded(settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args)
+
+
+def send_channel_answer(settings: Settings, turn_id: str | None = None) -> str:
+    """Send the answer to a turn that came in by mail or text (None: every waiting one)."""
+    return send(settings, CHANNEL_ANSWER_TASK, PERIODIC_QUEUE, args=(turn_id,))
 
 
 def broker_answers(settings: Settings, timeout: float = 2.0) -> bool:
