@@ -110,6 +110,7 @@ TARGETS = (
     # Issue 31: a killed holder's claims without new traffic; the plane after `pg_ctl restart`.
     Target("chaos", "claims_recovered_after_kill_p99_s", 10.0, higher_is_better=False),
     Target("chaos", "plane_back_after_pg_restart_s", 30.0, higher_is_better=False),
+    Target("chaos", "lost_after_redis_kill", 0.0, higher_is_better=False),
     Target("chat", "turn_accept_p99_ms", None),
     Target("chat", "turn_accept_vs_bare_p99", 2.0, higher_is_better=False),
     Target("chat", "delta_relay_p99_ms", None),
