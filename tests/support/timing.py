@@ -71,11 +71,13 @@ class SlowTests:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.phases: dict[str, dict[str, float]] = defaultdict(dict)
         self.marked: set[str] = set()
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds[report.nodeid] += report.duration
+        self.phases[report.nodeid][report.when] = report.duration
         if "slow" in report.keywords:
             self.marked.add(report.nodeid)
 
@@ -89,7 +91,9 @@ class SlowTests:
             return
         terminalreporter.section(f"over {SLOW_S:g} s and not marked slow (on this machine's load)")
         for seconds, nodeid in over:
-            terminalreporter.write_line(f"{seconds:7.1f}s {nodeid}")
+            # A module's or session's fixtures count in its first test's setup, last's teardown.
+            phases = ", ".join(f"{w} {s:.1f}" for w, s in self.phases[nodeid].items())
+            terminalreporter.write_line(f"{seconds:7.1f}s {nodeid} ({phases})")
 
 
 def pytest_configure(config: pytest.Config) -> None:
