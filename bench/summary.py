@@ -58,6 +58,7 @@ BENCHES = (
     "capacity",
     "chaos",
     "chat",
+    "channels",
 )
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
@@ -116,6 +117,12 @@ TARGETS = (
     Target("chat", "streams_held", 1000.0),
     Target("chat", "streams_relay_p99_ms", 100.0, higher_is_better=False),
     Target("chat", "streams_rss_growth_mb", 150.0, higher_is_better=False),
+    # Issue 24: a mail appended to the mailbox until its turn is journaled, under IDLE; a signed
+    # text's webhook over a bare route that inserts one row.
+    Target("channels", "mail_to_turn_p99_s", 2.0, higher_is_better=False),
+    Target("channels", "mail_to_turn_vs_idle_p99", None),
+    Target("channels", "sms_webhook_p99_ms", None),
+    Target("channels", "sms_webhook_vs_bare_p99", 2.0, higher_is_better=False),
 )
 
 

@@ -58,6 +58,36 @@ def parameters(body: bytes) -> dict[str, str]:
     return found
 
 
+def _admit_and_take(
+    runtime: Runtime,
+    client: str | None,
+    url: str,
+    params: dict[str, str],
+    signature: str | None,
+) -> None:
+    """In a worker thread: the throttle (before any hash), the signature, the text journaled.
+    Raises ApiError (429, 403, 400, 503)."""
+    settings = runtime.settings
+    assert settings.twilio_auth_token and settings.twilio_account_sid
+    verdict = auth_throttle.check(runtime, client, None)
+    if verdict.retry_after is not None:
+        raise errors.rate_limited(verdict.retry_after)
+    validator = RequestValidator(settings.twilio_auth_token)
+    if not signature or len(signature) > 200 or not validator.validate(url, params, signature):
+        auth_throttle.record_failure(runtime, client, None)
+        logs.emit("sms_refused", client=client, reason="signature")
+        raise _refused(403, "forbidden", "missing or invalid X-Twilio-Signature")
+    try:
+        text = read_text(params, settings.twilio_account_sid)
+    except TextRefused as refused:
+        logs.emit("sms_refused", client=client, reason=refused.field)
+        raise _refused(400, "invalid_text", refused.problem, field=refused.field) from None
+    try:
+        take_text(runtime, text)
+    except JOURNAL_DOWN:
+        raise errors.unavailable() from None  # the provider retries a 5xx
+
+
 def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
     router = APIRouter()
 
@@ -81,12 +111,10 @@ def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
         client = client_of(request)
         if not (settings.twilio_auth_token and settings.twilio_account_sid):
             raise _refused(404, "not_found", "SMS is not configured")
-        # Throttle before hash: a known-throttled address costs a dictionary lookup, and one
-        # over its limit in Redis a round trip; neither computes a signature.
+        # Throttle before hash: an address this process knows is throttled costs a dictionary
+        # lookup; one over its limit in Redis a round trip (below); neither computes a
+        # signature.
         refuse_known_throttled(request, client)
-        verdict = await run_in_threadpool(auth_throttle.check, runtime, client, None)
-        if verdict.retry_after is not None:
-            raise errors.rate_limited(verdict.retry_after)
         body = await read_body(request, settings.sms_max_body_bytes)
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/x-www-form-urlencoded":
@@ -94,20 +122,8 @@ def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
         params = parameters(body)
         signature = request.headers.get(SIGNATURE_HEADER)
         url = settings.sms_webhook_url or str(request.url)
-        validator = RequestValidator(settings.twilio_auth_token)
-        if not signature or len(signature) > 200 or not validator.validate(url, params, signature):
-            await run_in_threadpool(auth_throttle.record_failure, runtime, client, None)
-            logs.emit("sms_refused", client=client, reason="signature")
-            raise _refused(403, "forbidden", "missing or invalid X-Twilio-Signature")
-        try:
-            text = read_text(params, settings.twilio_account_sid)
-        except TextRefused as refused:
-            logs.emit("sms_refused", client=client, reason=refused.field)
-            raise _refused(400, "invalid_text", refused.problem, field=refused.field) from None
-        try:
-            await run_in_threadpool(take_text, runtime, text)
-        except JOURNAL_DOWN:
-            raise errors.unavailable() from None  # the provider retries a 5xx
+        # One thread hop for the rest: the Redis throttle check, the signature, the journal.
+        await run_in_threadpool(_admit_and_take, runtime, client, url, params, signature)
         return Response(EMPTY_TWIML, media_type="text/xml")
 
     return router
