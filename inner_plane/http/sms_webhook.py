@@ -32,6 +32,22 @@ PATH = "/v1/channels/sms/twilio"
 SIGNATURE_HEADER = "x-twilio-signature"
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 MAX_PARAMETERS = 100
+FORM_BODY = {
+    "required": True,
+    "content": {
+        "application/x-www-form-urlencoded": {
+            "schema": {
+                "type": "object",
+                "description": "Twilio's incoming-message parameters (more may come)",
+                "properties": {
+                    name: {"type": "string"}
+                    for name in ("MessageSid", "AccountSid", "From", "To", "Body", "NumMedia")
+                },
+                "required": ["MessageSid", "AccountSid", "From"],
+            }
+        }
+    },
+}
 
 
 def _refused(status: int, error: str, message: str, field: str | None = None) -> ApiError:
@@ -94,8 +110,13 @@ def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
     @router.post(
         PATH,
         summary="A text message from the person's phone (Twilio-compatible webhook)",
+        tags=["channels"],
+        openapi_extra={"requestBody": FORM_BODY},
         responses={
-            200: {"description": "Accepted (or from an unknown number): an empty TwiML answer"},
+            200: {
+                "description": "Accepted (or from an unknown number): an empty TwiML answer",
+                "content": {"text/xml": {"schema": {"type": "string"}}},
+            },
             400: {"model": errors.ErrorBody, "description": "Not a text message"},
             403: {"model": errors.ErrorBody, "description": "Signature missing or wrong"},
             404: {"model": errors.ErrorBody, "description": "SMS is not configured"},
