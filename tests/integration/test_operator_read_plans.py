@@ -157,13 +157,22 @@ def test_simulator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[
         connection.execute(text("ANALYZE user_turns"))
     captured.clear()
     since, until = datetime.now(UTC) - timedelta(minutes=5), datetime.now(UTC)
-    with replay.snapshot(engine) as connection:
-        list(replay.signals(connection, since, until))
-        list(replay.signals(connection, since, until, "d3"))
-        list(replay.user_turns(connection, since, until))
-        list(replay.activations(connection, since, until))
-        replay.budget_deferrals(connection, since, until)
-        replay.budget_deferrals(connection, since, until, "d3")
+    with replay.snapshot(engine) as snap:
+        list(replay.signals(snap, since, until))
+        list(replay.signals(snap, since, until, "d3"))
+        list(replay.user_turns(snap, since, until))
+        list(replay.activations(snap, since, until))
+        replay.budget_deferrals(snap, since, until)
+        replay.budget_deferrals(snap, since, until, "d3")
+        replay.tokens_per_activation(snap, since, until)
+        replay.tokens_per_activation(snap, since, until, "d3")
+    # The streams run on the driver's own cursors (not through the engine): their statements.
+    for who in (None, "d3"):
+        bounds = {"since": since, "until": until, "delegate": who}
+        captured.append((replay.TURNS_SQL, bounds))
+        captured.append((replay.ACTIVATIONS_SQL, bounds))
+    captured.append((replay.SIGNALS_AFTER_SEQ, {"after": 100}))
+    captured.append((replay.SIGNALS_OF_DELEGATE, {"since": since, "until": until, "delegate": "d3"}))
     with engine.begin() as connection:
         claims.due_window(connection, "d3")
     assert len(captured) >= 7
