@@ -172,7 +172,8 @@ def test_simulator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[
         captured.append((replay.TURNS_SQL, bounds))
         captured.append((replay.ACTIVATIONS_SQL, bounds))
     captured.append((replay.SIGNALS_AFTER_SEQ, {"after": 100}))
-    captured.append((replay.SIGNALS_OF_DELEGATE, {"since": since, "until": until, "delegate": "d3"}))
+    of_d3 = {"since": since, "until": until, "delegate": "d3"}
+    captured.append((replay.SIGNALS_OF_DELEGATE, of_d3))
     with engine.begin() as connection:
         claims.due_window(connection, "d3")
     assert len(captured) >= 7
