@@ -187,7 +187,12 @@ def quiet_view(item: dict[str, Any], zone: str = DEFAULT_ZONE) -> dict[str, Any]
     title = QUIET_TITLES.get(event, event).format(mode=mode.capitalize())
     if event == "downgraded" and item.get("requested_mode") != "interrupt":
         title = f"{str(item.get('requested_mode')).capitalize()} downgraded to {mode}"
-    if event == "deferred" and "budget" in str(item.get("reason") or ""):
+    reason = str(item.get("reason") or "")
+    if event == "deferred" and reason.startswith("token budget"):
+        title = "Deferred: daily token budget spent"
+    elif event == "deferred" and reason.startswith("quiet hours"):
+        title = "Deferred: quiet hours"
+    elif event == "deferred" and "budget" in reason:
         title = "Deferred: wake budget spent"
     at = item.get("at")
     return {

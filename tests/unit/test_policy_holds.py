@@ -70,3 +70,18 @@ def test_quiet_hours_text_round_trips(start: time, end: time) -> None:
     span = QuietHours(start, end)
     assert quiet_span(str(span)) == span
     assert quiet_span("off") is None and quiet_span(" None ") is None
+
+
+def test_the_timeline_names_what_held_a_deferred_signal() -> None:
+    from inner_plane.http.ui_views import quiet_view
+
+    def title(reason: str) -> str:
+        return str(quiet_view({"event": "deferred", "reason": reason, "at": None})["title"])
+
+    assert title("token budget: 5000 tokens used today (limit 1000 a day)") == (
+        "Deferred: daily token budget spent"
+    )
+    assert title("quiet hours 22:00-07:00 (Europe/Paris); policy v3") == "Deferred: quiet hours"
+    assert title("budget: 60 autonomous activations in the last hour") == (
+        "Deferred: wake budget spent"
+    )
