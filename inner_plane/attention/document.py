@@ -20,6 +20,8 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -314,6 +316,15 @@ class KindTiming:
     priority: int | None = None
     # At most this many signals of the kind in one activation (None: only the delegate's).
     batch_limit: int | None = None
+
+    # The same as durations, made once per cached timing (the window decision adds them).
+    @cached_property
+    def quiet(self) -> timedelta:
+        return timedelta(seconds=self.quiet_s)
+
+    @cached_property
+    def max_age(self) -> timedelta:
+        return timedelta(seconds=self.max_age_s)
 
 
 @dataclass(frozen=True)
