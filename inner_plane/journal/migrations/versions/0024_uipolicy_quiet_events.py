@@ -5,7 +5,7 @@ BEFORE INSERT trigger whose WHEN passes every other event by untouched, and a pa
 that delegate, whatever the other delegates do
 
 Revision ID: 0024_uipolicy_quiet_events
-Revises: 0023_context_windows
+Revises: 0024_mail_channels
 Create Date: 2026-12-03
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0024_uipolicy_quiet_events"
-down_revision = "0023_context_windows"
+down_revision = "0024_mail_channels"
 branch_labels = None
 depends_on = None
 
