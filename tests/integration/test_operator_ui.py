@@ -122,3 +122,28 @@ def test_turn_and_timer_pages_render_inert_and_refuse_odd_ids(
         response = client.get(odd)
         assert response.status_code in (404, 422), (odd, response.status_code)
         assert "Traceback" not in response.text
+
+
+def test_a_turn_that_answers_a_question_shows_the_question_and_links_it(
+    runtime: Runtime, client: TestClient, filled: Filled
+) -> None:
+    import uuid
+
+    from sqlalchemy import text
+
+    from inner_plane.lane.user_turns import user_turn
+
+    question = uuid.uuid4()
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO questions (id, delegate_id, signal_id, activation_id, about, text) "
+                "VALUES (:q, 'default', :s, :a, 'deploy', :t)"
+            ),
+            {"q": question, "s": filled.background_signal, "a": filled.background, "t": HOSTILE},
+        )
+    turn = user_turn("default", "yes, roll it back", "sms", runtime=runtime, in_reply_to=question)
+    page = client.get(f"/turns/{turn}").text
+    assert f'href="/signals/{filled.background_signal}"' in page
+    assert f'href="/activations/{filled.background}"' in page
+    assert "<script>window.__xss" not in page and str(question) not in page

@@ -403,8 +403,8 @@ def processors_page(engine: Engine, cursor: str | None = None, limit: int = 50) 
 
 
 def turn_detail(engine: Engine, turn_id: uuid.UUID) -> dict[str, Any] | None:
-    """A user turn (primary key) and every activation that ran it, oldest first (a pre-empted
-    turn runs again; ix_activations_turn)."""
+    """A user turn (primary key), the question it answers (primary key), and every activation
+    that ran it, oldest first (a pre-empted turn runs again; ix_activations_turn)."""
     with reading(engine) as connection:
         row = connection.execute(
             text(
@@ -415,6 +415,15 @@ def turn_detail(engine: Engine, turn_id: uuid.UUID) -> dict[str, Any] | None:
         ).first()
         if row is None:
             return None
+        question = None
+        if row.in_reply_to is not None:
+            question = connection.execute(
+                text(
+                    "SELECT about, text, signal_id, activation_id, created_at FROM questions "
+                    "WHERE id = :id"
+                ),
+                {"id": row.in_reply_to},
+            ).first()
         runs = connection.execute(
             text(
                 "SELECT id, trigger, state, started_at, finished_at, signal_ids FROM activations "
@@ -422,7 +431,11 @@ def turn_detail(engine: Engine, turn_id: uuid.UUID) -> dict[str, Any] | None:
             ),
             {"id": turn_id},
         ).all()
-    return {"turn": as_record(row), "activations": [as_record(r) for r in runs]}
+    return {
+        "turn": as_record(row),
+        "question": None if question is None else as_record(question),
+        "activations": [as_record(r) for r in runs],
+    }
 
 
 def timer_detail(engine: Engine, timer_id: uuid.UUID) -> dict[str, Any] | None:
