@@ -4,7 +4,7 @@ BEFORE INSERT trigger whose WHEN passes every other event by untouched, and a pa
 (delegate_id, at) over those events alone: a delegate's quiet entries are one index range of
 that delegate, whatever the other delegates do
 
-Revision ID: 0024_uipolicy_quiet_events
+Revision ID: 0025_quiet_events
 Revises: 0024_mail_channels
 Create Date: 2026-12-03
 """
@@ -12,7 +12,7 @@ Create Date: 2026-12-03
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024_uipolicy_quiet_events"
+revision = "0025_quiet_events"
 down_revision = "0024_mail_channels"
 branch_labels = None
 depends_on = None
