@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # timers produced) by an activation caused by another ... is not run past this depth.
     loop_chain_limit: int = Field(default=8, ge=1)
     sweep_interval_s: float = Field(default=10.0, gt=0)
+    # A signal-carrying message still unjournaled this long after the broker took it (a Redis
+    # broker only) is journaled by the sweeper from its receipt (inner_plane.receipts). Far
+    # above a batch's journaling time; far below the visibility timeout.
+    receipt_grace_s: float = Field(default=30.0, gt=0)
     # Base agent; empty means "openai" when INNER_PLANE_OPENAI_MODEL is set, else "dry-run".
     agent: str = ""
     # JSON script of the scripted test agent (see inner_plane/agent/scripted.py).
