@@ -24,8 +24,9 @@ from inner_plane import logs
 from inner_plane.channels.identity import phone_owner
 from inner_plane.channels.mail_parse import clean_line
 from inner_plane.journal.channels import messages
+from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane import notifications
-from inner_plane.journal.lane.user_turns import UnknownQuestion, queue_on
+from inner_plane.journal.lane.user_turns import queue_on
 from inner_plane.journal.people.people import phone_owners
 from inner_plane.lane.user_turns import wake_for_user_turn
 from inner_plane.outbound.deliver import question_of_key
@@ -102,11 +103,14 @@ def turn_text(text: Text) -> str:
     return said
 
 
-def take_text(runtime: Runtime, text: Text) -> TextOutcome:
+def take_text(runtime: Runtime, text: Text, wake: bool = True) -> TextOutcome:
     """Journal one text (once per MessageSid): who sent it, the question it answers, its
-    message row and its turn, in one transaction."""
+    message row and its turn, in one transaction; then wake the lane (``wake=False``: the
+    caller does, e.g. after answering the provider)."""
     said = turn_text(text)
-    with runtime.engine.begin() as connection:
+    # Autocommit: the lookups are reads, the journaling is one statement (the message and its
+    # turn), so a text costs a few round trips and no transaction.
+    with single_statement(runtime.engine) as connection:
         owners = [] if text.number is None else phone_owners(connection, text.number)
         who = phone_owner(text.number, [delegate for delegate, _ in owners])
         if who.delegate_id is None:
@@ -126,7 +130,8 @@ def take_text(runtime: Runtime, text: Text) -> TextOutcome:
     )
     logs.emit("sms_received", delegate=delegate, outcome="turn", sid=text.sid)
     assert delegate is not None
-    wake_for_user_turn(runtime, delegate)
+    if wake:
+        wake_for_user_turn(runtime, delegate)
     return outcome
 
 
@@ -151,10 +156,10 @@ def _journal(
         turn_id=turn_id,
         question_id=None if question is None else uuid.UUID(question),
     )
-    if not messages.record(connection, incoming):
+    recorded = messages.record_turn(connection, incoming, said)
+    if not recorded.new:
         return TextOutcome("duplicate", "MessageSid seen before", delegate)
-    try:
-        queue_on(connection, delegate, CHANNEL, said, turn_id, incoming.question_id)
-    except UnknownQuestion:  # the question is gone (retention): a plain turn
+    if not recorded.question_known:  # the question is gone (retention): a plain turn
         queue_on(connection, delegate, CHANNEL, said, turn_id)
+        return TextOutcome("turn", "the person", delegate, turn_id)
     return TextOutcome("turn", "the person", delegate, turn_id, incoming.question_id)

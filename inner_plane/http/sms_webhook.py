@@ -19,10 +19,12 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
+from starlette.background import BackgroundTask
 from twilio.request_validator import RequestValidator
 
 from inner_plane import logs
 from inner_plane.channels.sms_in import TextRefused, read_text, take_text
+from inner_plane.lane.user_turns import wake_for_user_turn
 from inner_plane.runtime import Runtime
 from inner_plane.sources import auth_throttle, errors
 from inner_plane.sources.errors import ApiError
@@ -80,9 +82,10 @@ def _admit_and_take(
     url: str,
     params: dict[str, str],
     signature: str | None,
-) -> None:
-    """In a worker thread: the throttle (before any hash), the signature, the text journaled.
-    Raises ApiError (429, 403, 400, 503)."""
+) -> str | None:
+    """In a worker thread: the throttle (before any hash), the signature, the text journaled;
+    the delegate whose lane is to be woken (None: nothing to wake). Raises ApiError (429, 403,
+    400, 503)."""
     settings = runtime.settings
     assert settings.twilio_auth_token and settings.twilio_account_sid
     verdict = auth_throttle.check(runtime, client, None)
@@ -99,9 +102,10 @@ def _admit_and_take(
         logs.emit("sms_refused", client=client, reason=refused.field)
         raise _refused(400, "invalid_text", refused.problem, field=refused.field) from None
     try:
-        take_text(runtime, text)
+        outcome = take_text(runtime, text, wake=False)
     except JOURNAL_DOWN:
         raise errors.unavailable() from None  # the provider retries a 5xx
+    return outcome.delegate_id if outcome.verdict == "turn" else None
 
 
 def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
@@ -144,7 +148,10 @@ def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
         signature = request.headers.get(SIGNATURE_HEADER)
         url = settings.sms_webhook_url or str(request.url)
         # One thread hop for the rest: the Redis throttle check, the signature, the journal.
-        await run_in_threadpool(_admit_and_take, runtime, client, url, params, signature)
-        return Response(EMPTY_TWIML, media_type="text/xml")
+        woken = await run_in_threadpool(_admit_and_take, runtime, client, url, params, signature)
+        # The turn is journaled: the provider is answered now, the lane woken after (a lost
+        # wake costs one sweep period; the sweeper wakes queued turns).
+        later = None if woken is None else BackgroundTask(wake_for_user_turn, runtime, woken)
+        return Response(EMPTY_TWIML, media_type="text/xml", background=later)
 
     return router
