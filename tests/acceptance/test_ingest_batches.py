@@ -123,7 +123,9 @@ def test_a_worker_killed_mid_buffer_loses_nothing(
     stores: Stores,
     signals_locked: Callable[[], None],
 ) -> None:
-    worker = start_worker("ingest-kill")
+    # A flush long after the last of the 20 sends, however slow a loaded machine makes them (each
+    # writes its receipt, then the message): the buffer holds all 20 when the lock stops its commit.
+    worker = start_worker("ingest-kill", flush_ms=5_000)
     for n in range(20):
         celery_bridge.send_publish(runtime.settings, signal(n))
     wait_until(lambda: held_by_worker(runtime, 20), "20 delivered, unacked messages")
