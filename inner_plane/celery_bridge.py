@@ -19,6 +19,7 @@ from kombu.transport.native_delayed_delivery import (
     declare_native_delayed_delivery_exchanges_and_queues,
 )
 
+from inner_plane import tracing
 from inner_plane.config import Settings
 
 SIGNALS_QUEUE = "signals"
@@ -148,8 +149,11 @@ def send(
         # RabbitMQ delays through Celery's native delayed delivery, in whole seconds (it refuses
         # a delay that rounds to zero): a delay is never shortened, so round it up.
         countdown = float(math.ceil(countdown))
+    # Traced, the message carries the current span's context (traceparent), so the task's
+    # spans in the worker are its children; a worker's own Celery instrumentation does the same.
+    headers = tracing.inject({}) if tracing.on else None
     result = sender(settings).send_task(
-        name, args=args, kwargs=kwargs or {}, queue=queue, countdown=countdown
+        name, args=args, kwargs=kwargs or {}, queue=queue, countdown=countdown, headers=headers
     )
     return str(result.id)
 

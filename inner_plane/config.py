@@ -178,7 +178,13 @@ class Settings(BaseSettings):
     api_streams_per_credential: int = Field(default=10, ge=1, le=10_000)
     api_streams: int = Field(default=150, ge=1, le=10_000)
     # A request body must arrive within this many seconds (a slow body is refused with 408).
-    api_body_timeout_s: float = Field(default=10.0, gt=0)
+    api_body_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    # A request's head (request line and headers) must arrive within this many seconds of the
+    # connection opening or the previous response (a slow head is closed with 408).
+    api_head_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    # Where the activation page links a trace (tracing on: docs/tracing.md), e.g.
+    # "https://jaeger.example/trace/{trace_id}"; unset: the trace id is shown without a link.
+    trace_url_template: str | None = None
     # Serve the interactive API docs (/docs, /redoc); the OpenAPI document itself is always
     # at /openapi.json.
     api_docs: bool = False
@@ -225,6 +231,21 @@ class Settings(BaseSettings):
                     ipaddress.ip_network(part.strip(), strict=False)
                 except ValueError:
                     raise ValueError(f"{part.strip()!r} is not an address or CIDR") from None
+        return value
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _trace_url_template(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        if "{trace_id}" not in value:
+            raise ValueError("must hold {trace_id}, where the trace id goes")
+        try:
+            value.format(trace_id="0" * 32)
+        except (KeyError, IndexError, ValueError):
+            raise ValueError("may hold no placeholder but {trace_id}") from None
         return value
 
     @field_validator("notify_webhook_url")

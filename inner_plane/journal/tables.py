@@ -83,6 +83,8 @@ SIGNALS = Table(
     Column("disposition", Text),
     Column("disposition_reason", Text),
     Column("settled_at", DateTime(timezone=True)),
+    # Its publish span as a W3C traceparent, when traced (migration 0024; inner_plane.tracing).
+    Column("traceparent", Text),
     UniqueConstraint("delegate_id", "source", "dedup_key"),
     CheckConstraint(f"mode IN {MODES}", name="mode"),
     CheckConstraint(f"state IN {STATES}", name="state"),
@@ -186,6 +188,8 @@ ACTIVATIONS = Table(
     Column("chain_depth", Integer, nullable=False, server_default=text("0")),
     # The attention policy version it was decided under (NULL: the settings; migration 0022).
     Column("policy_version", Integer),
+    # Its invoke_agent span as a W3C traceparent, when traced (migration 0024).
+    Column("traceparent", Text),
     CheckConstraint(f"state IN {ACTIVATION_STATES}", name="state"),
     Index("ix_activations_delegate_seq", "delegate_id", "seq"),
     # The running activation of a delegate (the lease keeps it to one).
