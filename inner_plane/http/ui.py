@@ -43,6 +43,7 @@ from inner_plane.http.ui_views import (
     quiet_view,
     signal_page_view,
     signal_view,
+    trace_link,
     when,
     zone_of,
 )
@@ -287,7 +288,14 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 key = uuid.UUID(activation_id)
             except ValueError:
                 raise ApiError(404, "not_found", "no such activation") from None
-            found = await load(request, lambda rt: reads.activation_detail(rt.engine, key))
+            found = await load(
+                request,
+                lambda rt: (
+                    None
+                    if (detail := reads.activation_detail(rt.engine, key)) is None
+                    else {**detail, "trace": trace_link(detail, rt.settings.trace_url_template)}
+                ),
+            )
             if found is None:
                 raise ApiError(404, "not_found", "no such activation")
             zone = zone_of(found["activation"]["delegate_id"])

@@ -24,7 +24,6 @@ from tests.support.http_api import start_api
 from tests.support.processes import ChildProcess
 from tests.support.stores import Stores
 
-
 HEAD_TIMEOUT_S = 2
 
 

@@ -59,6 +59,7 @@ _INSERT_ONE = (
         occurred_at=func.coalesce(bindparam("occurred_at", type_=_TS), func.now()),
         available_at=func.coalesce(bindparam("available_at", type_=_TS), func.now()),
         expires_at=bindparam("expires_at", type_=_TS),
+        traceparent=bindparam("traceparent"),
     )
     .on_conflict_do_nothing()
 )
