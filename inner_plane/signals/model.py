@@ -325,6 +325,9 @@ class Signal(BaseModel):
     disposition: str | None = None
     disposition_reason: str | None = None
     settled_at: datetime | None = None
+    # Its publish span (W3C traceparent) when traced: read with the row, so the activation that
+    # claims it links to it without a query of its own; never part of the public form.
+    traceparent: str | None = Field(default=None, exclude=True, repr=False)
 
     def public(self) -> dict[str, Any]:
         """JSON-ready form used by the CLI, the HTTP API and the activation records. Never fails

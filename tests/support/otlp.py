@@ -177,3 +177,21 @@ def exporting_env(receiver: Receiver, service: str) -> dict[str, str]:
         # Exported within a tenth of a second, not the default five.
         "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
+
+
+def main() -> None:
+    """A receiver in a process of its own (a benchmark's collector must not share the measured
+    process's CPU): prints its endpoint, serves until its standard input closes, then prints how
+    many spans it received and how many requests it refused."""
+    import json
+    import sys
+
+    receiver = Receiver()
+    print(receiver.endpoint, flush=True)
+    sys.stdin.read()
+    print(json.dumps({"spans": len(receiver.snapshot()), "refused": len(receiver.refusals)}))
+    receiver.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -286,19 +286,6 @@ class SignalJournal:
             found = connection.execute(select(_T.c.id).where(_T.c.id.in_(wanted)))
             return set(found.scalars().all())
 
-    def traceparents(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
-        """The publish spans of the signals with these ids that were traced (by primary key)."""
-        wanted = list(ids)
-        if not wanted:
-            return {}
-        with single_statement(self.engine) as connection:
-            found = connection.execute(
-                select(_T.c.id, _T.c.traceparent).where(
-                    _T.c.id.in_(wanted), _T.c.traceparent.is_not(None)
-                )
-            )
-            return {row.id: row.traceparent for row in found}
-
     def identities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, SignalIdentity]:
         """:func:`stored_identities` in a statement of its own."""
         wanted = list(ids)
