@@ -161,6 +161,9 @@ class Settings(BaseSettings):
     # Failed authentications one client address may make per minute before it is refused (429)
     # without any credential check (no hash is computed for it).
     auth_failures_per_minute: int = Field(default=20, ge=1)
+    # A refusal to an address past that limit is held this long before it is sent (a tarpit:
+    # a guessing loop then sends one request a second per connection); 0: sent at once.
+    api_throttled_delay_s: float = Field(default=1.0, ge=0, le=10)
     # Reverse proxies whose X-Forwarded-For is believed (comma-separated CIDRs; default none):
     # the client is the peer address, or, when the peer is one of these, the right-most
     # X-Forwarded-For hop that is not.
