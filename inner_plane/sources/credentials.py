@@ -9,23 +9,17 @@ stored hash it matched, so a rotated hash never matches a remembered token.
 
 A failed check costs the same whoever is named: an unknown, revoked or mis-typed processor is
 checked against :data:`DUMMY_HASH` (same scrypt parameters), so timing does not tell names apart.
-At most one scrypt runs at a time per process, so bad tokens cannot take every core, and it
-runs on a thread of its own at the lowest CPU priority (Linux: niceness is per thread): while
-bad tokens are hashed (up to the failure throttle's limit), everything else the process does,
-valid clients' requests first, gets the CPU before them.
+At most one scrypt runs at a time per process, so bad tokens cannot take every core.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
-import os
 import re
 import secrets
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 # \Z, not $: a trailing newline is not part of a name.
 NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,62}")
@@ -44,27 +38,7 @@ DUMMY_HASH = (
 )
 # The same for a signing key (HMAC is cheap, but an unknown name should still cost one).
 DUMMY_SIGNING_KEY = "inner-plane-no-such-processor"
-_hashers: dict[int, ThreadPoolExecutor] = {}
-_hashers_lock = threading.Lock()
-
-
-def _lowest_priority() -> None:
-    with contextlib.suppress(OSError, AttributeError):  # not Linux, or not permitted
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-
-
-def _hasher() -> ThreadPoolExecutor:
-    """This process's one hashing thread (made after a fork too: a forked child has no threads)."""
-    pid = os.getpid()
-    hasher = _hashers.get(pid)
-    if hasher is None:
-        with _hashers_lock:
-            hasher = _hashers.get(pid)
-            if hasher is None:
-                hasher = _hashers[pid] = ThreadPoolExecutor(
-                    1, thread_name_prefix="scrypt", initializer=_lowest_priority
-                )
-    return hasher
+_hashing = threading.BoundedSemaphore(1)
 
 
 def valid_name(name: str) -> bool:
@@ -133,17 +107,10 @@ def verify_token(token: str, stored: str, digest: str | None = None) -> bool:
         scheme, n, r, p, salt, expected = stored.split("$")
         if scheme != "scrypt":
             return False
-        salt_bytes, cost = _unb64(salt), (int(n), int(r), int(p))
-        computed = (
-            _hasher()
-            .submit(
-                lambda: hashlib.scrypt(
-                    token.encode(), salt=salt_bytes, n=cost[0], r=cost[1], p=cost[2],
-                    maxmem=_MAXMEM,
-                )
+        with _hashing:
+            computed = hashlib.scrypt(
+                token.encode(), salt=_unb64(salt), n=int(n), r=int(r), p=int(p), maxmem=_MAXMEM
             )
-            .result()
-        )  # fmt: skip
     except (ValueError, TypeError):
         return False
     ok = hmac.compare_digest(computed, _unb64(expected))
