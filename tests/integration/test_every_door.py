@@ -8,12 +8,15 @@ X-Forwarded-For, the 151st stream) is in ``tests/acceptance/test_doors_served.py
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -21,6 +24,7 @@ from fastapi.testclient import TestClient
 from inner_plane import operators
 from inner_plane.config import load_settings
 from inner_plane.http.app import create_app
+from inner_plane.http.guards import TARPIT_PER_ADDRESS
 from inner_plane.http.operator_auth import COOKIE
 from inner_plane.mcp_adapter.http import build_route
 from inner_plane.runtime import Runtime
@@ -210,14 +214,6 @@ def test_a_throttled_address_is_tarpitted_and_cannot_hold_more_than_its_share(
     sent, so a guessing loop is slowed to one request a second per connection; one address has
     at most TARPIT_PER_ADDRESS refusals held, and the next is refused at once, its connection
     closed. A valid token from the same address is never held."""
-    import asyncio
-
-    import httpx
-
-    from inner_plane.http.guards import TARPIT_PER_ADDRESS
-
-    import dataclasses
-
     monkeypatch.setenv("INNER_PLANE_API_THROTTLED_DELAY_S", "10")
     load_settings.cache_clear()
     # Throttled after two failures (two hashes, not twenty).
