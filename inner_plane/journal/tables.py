@@ -83,7 +83,7 @@ SIGNALS = Table(
     Column("disposition", Text),
     Column("disposition_reason", Text),
     Column("settled_at", DateTime(timezone=True)),
-    # Its publish span as a W3C traceparent, when traced (migration 0024; inner_plane.tracing).
+    # Its publish span as a W3C traceparent, when traced (migration 0026; inner_plane.tracing).
     Column("traceparent", Text),
     UniqueConstraint("delegate_id", "source", "dedup_key"),
     CheckConstraint(f"mode IN {MODES}", name="mode"),
@@ -188,7 +188,7 @@ ACTIVATIONS = Table(
     Column("chain_depth", Integer, nullable=False, server_default=text("0")),
     # The attention policy version it was decided under (NULL: the settings; migration 0022).
     Column("policy_version", Integer),
-    # Its invoke_agent span as a W3C traceparent, when traced (migration 0024).
+    # Its invoke_agent span as a W3C traceparent, when traced (migration 0026).
     Column("traceparent", Text),
     CheckConstraint(f"state IN {ACTIVATION_STATES}", name="state"),
     Index("ix_activations_delegate_seq", "delegate_id", "seq"),
@@ -289,8 +289,19 @@ SIGNAL_EVENTS = Table(
     Column("actor", Text),
     # The attention policy version of a lane decision (deferred, claimed; NULL: the settings).
     Column("policy_version", Integer),
+    # The signal's delegate, on the events a timeline shows as quiet entries (filled by the
+    # trigger of migration 0024; NULL on every other event).
+    Column("delegate_id", Text),
     Index("ix_signal_events_signal", "signal_id", "id"),
     Index("ix_signal_events_at", "at"),
+    Index(
+        "ix_signal_events_quiet",
+        "delegate_id",
+        "at",
+        postgresql_where=text(
+            "event IN ('deferred', 'retry_scheduled', 'quarantined', 'loop_stopped', 'expired')"
+        ),
+    ),
 )
 
 
