@@ -22,8 +22,6 @@ import cProfile
 import gc
 import json
 import os
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -153,23 +151,7 @@ def tracing_overhead(rt: Runtime, runs: int) -> dict[str, Any]:
     linked) over the same with tracing off, in one process, in alternating blocks of ten runs
     so that machine noise falls on both alike; ``otel_cpu_ratio``: the same for this process's
     CPU time per activation."""
-    receiver = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.otlp"],
-        cwd=harness.ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert receiver.stdout is not None and receiver.stdin is not None
-    environ = {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.stdout.readline().strip(),
-        "OTEL_SERVICE_NAME": "bench-lane",
-        "OTEL_TRACES_SAMPLER": "always_on",
-    }
-    saved = {key: os.environ.get(key) for key in environ}
-    os.environ.update(environ)
-    try:
-        assert tracing.setup("bench-lane"), "tracing did not switch on"
+    with harness.traced("bench-lane") as exported:
         lane = bench_lane(rt)
         times: dict[bool, list[float]] = {False: [], True: []}
         cpu: dict[bool, list[float]] = {False: [], True: []}
@@ -185,17 +167,6 @@ def tracing_overhead(rt: Runtime, runs: int) -> dict[str, Any]:
             if n >= 10:  # the first block warms up
                 times[traced].append(elapsed)
                 cpu[traced].append(used)
-        tracing.switch(True)
-        tracing.flush()
-    finally:
-        tracing.switch(False)
-        received, _ = receiver.communicate("", timeout=30)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    exported = json.loads(received.strip().splitlines()[-1])
     off, on = summary(times[False]), summary(times[True])
     cpu_off, cpu_on = summary(cpu[False]), summary(cpu[True])
     return {
