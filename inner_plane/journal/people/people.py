@@ -12,6 +12,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Engine,
+    Index,
     Table,
     Text,
     Time,
@@ -43,6 +44,12 @@ PEOPLE = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint("preferred_channel IN ('email', 'webhook', 'app')", name="preferred_channel"),
     CheckConstraint("(quiet_start IS NULL) = (quiet_end IS NULL)", name="quiet_hours"),
+    # The delegates overview searched by name (journal/operator/delegates.py), a page at a time.
+    Index(
+        "ix_people_name",
+        text('lower(display_name) COLLATE "C"'),
+        text('delegate_id COLLATE "C"'),
+    ),
 )
 _T = PEOPLE
 
