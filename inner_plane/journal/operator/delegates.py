@@ -50,12 +50,12 @@ SELECT delegate_id FROM (
 # Delegates whose person's name starts with ``:prefix`` (any case), by name then delegate, from
 # the key ``(:after_name, :after)`` on: a range of ix_people_name (migration 0024), read a page
 # at a time however many names match.
-_NAME_KEY = 'lower(display_name) COLLATE "C"'
+_NAME_KEY = 'lower(display_name COLLATE "C")'
 _BY_NAME = f"""
 SELECT delegate_id, {_NAME_KEY} AS name_key FROM people
  WHERE {_NAME_KEY} LIKE :prefix ESCAPE '\\'
-   AND ({_NAME_KEY}, delegate_id COLLATE "C") > (:after_name, :after COLLATE "C")
- ORDER BY {_NAME_KEY}, delegate_id COLLATE "C"
+   AND ({_NAME_KEY}, delegate_id) > (:after_name, :after)
+ ORDER BY {_NAME_KEY}, delegate_id
  LIMIT :limit
 """  # noqa: S608 - constant fragment
 

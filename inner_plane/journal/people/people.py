@@ -45,11 +45,8 @@ PEOPLE = Table(
     CheckConstraint("preferred_channel IN ('email', 'webhook', 'app')", name="preferred_channel"),
     CheckConstraint("(quiet_start IS NULL) = (quiet_end IS NULL)", name="quiet_hours"),
     # The delegates overview searched by name (journal/operator/delegates.py), a page at a time.
-    Index(
-        "ix_people_name",
-        text('lower(display_name) COLLATE "C"'),
-        text('delegate_id COLLATE "C"'),
-    ),
+    # Names in the "C" collation: a LIKE prefix is a range of the index, whatever the database's.
+    Index("ix_people_name", text('lower(display_name COLLATE "C")'), "delegate_id"),
 )
 _T = PEOPLE
 

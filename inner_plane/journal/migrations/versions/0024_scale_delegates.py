@@ -21,7 +21,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_people_name",
         "people",
-        [sa.text('lower(display_name) COLLATE "C"'), sa.text('delegate_id COLLATE "C"')],
+        [sa.text('lower(display_name COLLATE "C")'), "delegate_id"],
     )
     op.create_index(
         "ix_leases_held",
