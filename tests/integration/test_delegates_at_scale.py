@@ -5,6 +5,7 @@ and by the plans PostgreSQL runs (EXPLAIN ANALYZE: the rows each step of a plan 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -198,3 +199,26 @@ def test_status_and_metrics_counts_read_live_rows_and_a_capped_ambient_count(
     # 3,000 retained: counted up to the cap, and said to be at least that.
     assert counts.ambient == overview.AMBIENT_COUNT_CAP and counts.ambient_capped
     assert counts.leases_held == 0 and counts.pending == 0 and counts.oldest_pending_s is None
+
+
+def test_the_dashboard_searches_by_name_and_pages(many: Runtime) -> None:
+    with TestClient(create_app(lambda: many, bind_host="127.0.0.1")) as client:
+        page = client.get("/", params={"name": "BEA"})
+        assert page.status_code == 200, page.text
+        with many.engine.connect() as connection:
+            beas = list(
+                connection.execute(
+                    text(
+                        "SELECT delegate_id FROM people WHERE display_name LIKE 'Bea %' "
+                        'ORDER BY lower(display_name COLLATE "C"), delegate_id'
+                    )
+                ).scalars()
+            )
+        shown = re.findall(r'<tr data-delegate="([^"]+)"', page.text)
+        assert shown == beas[:100]
+        assert 'rel="next"' in page.text and 'value="BEA"' in page.text
+        # The live refresh asks for the same page.
+        rows = client.get("/ui/overview", params={"name": "bea"}).text
+        assert re.findall(r'data-delegate="([^"]+)"', rows) == beas[:100]
+        bad = client.get("/", params={"name": "bea", "cursor": "not-a-cursor"})
+        assert bad.status_code == 422
