@@ -222,3 +222,34 @@ def test_the_dashboard_searches_by_name_and_pages(many: Runtime) -> None:
         assert re.findall(r'data-delegate="([^"]+)"', rows) == beas[:100]
         bad = client.get("/", params={"name": "bea", "cursor": "not-a-cursor"})
         assert bad.status_code == 422
+
+
+def test_status_says_the_ambient_count_is_at_least_the_cap() -> None:
+    from inner_plane.cli.status import _text
+
+    journal = {
+        "pending": 0,
+        "due": 0,
+        "claimed": 0,
+        "dead": 0,
+        "ambient": overview.AMBIENT_COUNT_CAP,
+        "ambient_capped": True,
+        "oldest_pending_s": None,
+        "queued_turns": 0,
+        "running_activations": 0,
+    }
+    report = {
+        "state": "healthy",
+        "stores": {},
+        "workers": {},
+        "queues": {},
+        "beat": {},
+        "endpoints": {},
+        "journal": journal,
+        "lanes": [],
+        "problems": [],
+    }
+    (line,) = [line for line in _text(report) if line.startswith("signals:")]
+    assert f"{overview.AMBIENT_COUNT_CAP}+ ambient retained" in line
+    uncapped = _text({**report, "journal": {**journal, "ambient": 3, "ambient_capped": False}})
+    assert any("3 ambient retained" in line for line in uncapped)
