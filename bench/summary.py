@@ -102,6 +102,11 @@ TARGETS = (
     Target("cli", "python_start_ms", None),
     Target("growth", "growth_max_ratio", 1.25, higher_is_better=False),
     Target("growth", "growth_max_p99_ratio", 1.5, higher_is_better=False),
+    # Issue 30: 100k delegates over 1k (the baseline, the same operations in the same run).
+    Target("growth", "delegate_growth_max_ratio", 1.25, higher_is_better=False),
+    Target("growth", "delegate_growth_max_ratio_operation", None),
+    Target("growth", "delegate_growth_max_p99_ratio", 1.5, higher_is_better=False),
+    Target("growth", "delegate_growth_max_p99_ratio_operation", None),
     # The policy simulator (issue 26): replay speed and memory on 1M signals (--quick: 100k),
     # and how soon running processes follow a new policy version.
     Target("simulate", "simulate_signals_per_s", 50_000.0),
