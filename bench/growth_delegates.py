@@ -37,7 +37,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -265,6 +265,11 @@ def clean(url: str) -> None:
             "(SELECT loaded_at FROM growth_loaded)"
         )
         db.execute("UPDATE leases SET holder = NULL, expires_at = NULL")
+        # No timer left due by an interrupted run: each tick sample fires the ones it re-arms.
+        db.execute(
+            "UPDATE timers SET next_due = now() + interval '1 day' WHERE state = 'active' "
+            "AND next_due <= now()"
+        )
         db.execute("VACUUM (ANALYZE)")
 
 
@@ -309,6 +314,7 @@ class Plane:
     collector: Any
     rows: Any  # a libpq connection's Rows, as `status` reads
     rows_connection: Any  # its context (closed at the end)
+    rearmed: list[str] = field(default_factory=list)  # the delegates whose timer is due
 
 
 def open_plane(label: str, size: int, url: str, redis_url: str, data_dir: Path) -> Plane:
@@ -337,18 +343,22 @@ def open_plane(label: str, size: int, url: str, redis_url: str, data_dir: Path) 
     return Plane(label, size, runtime, lane, url, retention, collector, rows, connection)
 
 
-def rearm_timers(p: Plane, n: int) -> None:
-    """Make ``DUE_TIMERS`` timers due (one per delegate, spread over the size), untimed."""
+def rearm_timers(p: Plane, n: int) -> list[str]:
+    """Make ``DUE_TIMERS`` timers due now, one per delegate spread over the size, untimed: each
+    anchored a second ago and never fired, so the tick fires each once (a timer fired before
+    would be skipped, a different work)."""
     step = max(1, p.size // DUE_TIMERS)
     names = [delegate_name((n * 31 + k * step) % p.size) for k in range(DUE_TIMERS)]
     with p.runtime.engine.begin() as connection:
         connection.execute(
             text(
-                "UPDATE timers SET next_due = now() - interval '1 second' "
+                "UPDATE timers SET next_due = now() - interval '1 second', "
+                "start_at = now() - interval '1 second', last_moment = NULL, last_fired = NULL "
                 "WHERE delegate_id = ANY(:d) AND name = 'check-0' AND state = 'active'"
             ),
             {"d": names},
         )
+    return names
 
 
 def add_wake(p: Plane, d: str, n: int) -> None:
@@ -371,8 +381,8 @@ def _search_prefix(n: int) -> str:
 Operation = Callable[[Plane, str, int], Any]
 
 
-def operations() -> dict[str, tuple[Operation, Operation | None]]:
-    """Each operation, with what must happen untimed before each sample (or None)."""
+def operations() -> dict[str, tuple[Operation, Operation | None, Operation | None]]:
+    """Each operation, with what must happen untimed before and after each sample (or None)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     from inner_plane.timers.tick import tick
@@ -412,7 +422,7 @@ def operations() -> dict[str, tuple[Operation, Operation | None]]:
 
     def timer_tick(p: Plane, d: str, n: int) -> Any:
         report = tick(p.runtime)
-        assert report.ran
+        assert report.ran and report.fired == DUE_TIMERS, report
         return report
 
     def scrape(p: Plane, d: str, n: int) -> Any:
@@ -430,20 +440,34 @@ def operations() -> dict[str, tuple[Operation, Operation | None]]:
         return outcome
 
     return {
-        "overview_page": (overview_page, None),
-        "overview_search": (overview_search, None),
-        "dashboard": (dashboard, None),
-        "status": (status, None),
-        "sweeper": (sweeper, None),
-        "timer_tick": (timer_tick, rearm_timers_op),
-        "metrics": (scrape, None),
-        "retention": (retention, None),
-        "activation": (activation, add_wake),
+        "overview_page": (overview_page, None, None),
+        "overview_search": (overview_search, None, None),
+        "dashboard": (dashboard, None, None),
+        "status": (status, None, None),
+        "sweeper": (sweeper, None, None),
+        "timer_tick": (timer_tick, rearm_timers_op, settle_timer_signals),
+        "metrics": (scrape, None, None),
+        "retention": (retention, None, None),
+        "activation": (activation, add_wake, None),
     }
 
 
 def rearm_timers_op(p: Plane, d: str, n: int) -> None:
-    rearm_timers(p, n)
+    p.rearmed = rearm_timers(p, n)
+
+
+def settle_timer_signals(p: Plane, d: str, n: int) -> None:
+    """Take away the wake signals the tick published, untimed: the live set stays what was
+    loaded (else each size's sweeper and `status` would find a growing set of due wakes, over
+    more distinct delegates the larger the size, and measure that instead)."""
+    with p.runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                "DELETE FROM signals WHERE delegate_id = ANY(:d) AND kind = 'timer.due' "
+                "AND created_at > (SELECT loaded_at FROM growth_loaded)"
+            ),
+            {"d": p.rearmed},
+        )
 
 
 Series = dict[str, dict[str, list[list[float]]]]
@@ -459,7 +483,7 @@ def measure(planes: list[Plane], rounds: int, repeats: int) -> tuple[Series, Ser
     for round_ in range(rounds + 1):
         for p in planes:
             queue.refresh(p)  # type: ignore[arg-type]  (its backends include `status`'s)
-        for name, (op, before) in ops.items():
+        for name, (op, before, after) in ops.items():
             for _ in range(repeats):
                 n += 1
                 # The same delegates at every size: among the smallest size's (the others hold
@@ -473,6 +497,8 @@ def measure(planes: list[Plane], rounds: int, repeats: int) -> tuple[Series, Ser
                     op(p, d, n)
                     elapsed = time.perf_counter_ns() - t0
                     waited = queue.waited_ns(p) - waited  # type: ignore[arg-type]
+                    if after is not None:
+                        after(p, d, n)
                     if round_:
                         wall[name][p.label][round_ - 1].append(elapsed / 1e6)
                         net[name][p.label][round_ - 1].append((elapsed - waited) / 1e6)
@@ -483,7 +509,7 @@ def touched(p: Plane, name: str, d: str) -> int:
     """Shared buffers the operation's reading statements touch (EXPLAIN ANALYZE, BUFFERS), as
     bench.growth counts them; `status` reads on its own libpq connection, so it is explained
     from a recorded list of its statements."""
-    op, before = operations()[name]
+    op, before, after = operations()[name]
     statements: list[tuple[str, Any]] = []
 
     def record(_c: Any, _cur: Any, statement: str, parameters: Any, _x: Any, many: bool) -> None:
@@ -506,6 +532,8 @@ def touched(p: Plane, name: str, d: str) -> int:
         event.remove(p.runtime.engine, "before_cursor_execute", record)
         if name == "status":
             p.rows = original
+        if after is not None:
+            after(p, d, 0)
     from bench.growth import _WRITES
 
     total = 0
