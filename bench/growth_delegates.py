@@ -176,9 +176,9 @@ def load(url: str, delegates: int, seed: int = 30) -> None:
     def timers() -> Iterator[str]:
         for i in range(delegates):
             for t in range(TIMERS_PER_DELEGATE):
-                # Not due: the next moment within the coming day (the due ones are re-armed
-                # before each tick sample).
-                due = now + timedelta(seconds=rng.uniform(600, 86_400))
+                # Not due: the next moment a month on, spread over a day (the due ones are
+                # re-armed before each tick sample).
+                due = now + timedelta(days=30, seconds=rng.uniform(0, 86_400))
                 yield (
                     f"{uuid.uuid4()}\t{delegate_name(i)}\tcheck-{t}\tfollow up {t}\t{n}\tUTC\t"
                     f"86400\t{_ts(due - timedelta(days=1))}\t{n}\twake\t{n}\tlatest\t3600\tactive\t"
@@ -265,10 +265,12 @@ def clean(url: str) -> None:
             "(SELECT loaded_at FROM growth_loaded)"
         )
         db.execute("UPDATE leases SET holder = NULL, expires_at = NULL")
-        # No timer left due by an interrupted run: each tick sample fires the ones it re-arms.
+        # No timer due but those a tick sample re-arms (else, the timers being spread over a
+        # day, the larger sizes would have more of them come due during the run): a month on.
         db.execute(
-            "UPDATE timers SET next_due = now() + interval '1 day' WHERE state = 'active' "
-            "AND next_due <= now()"
+            "UPDATE timers SET next_due = next_due + interval '30 days', "
+            "start_at = start_at + interval '30 days' "
+            "WHERE state = 'active' AND next_due < now() + interval '2 days'"
         )
         db.execute("VACUUM (ANALYZE)")
 
