@@ -189,7 +189,7 @@ def test_a_page_of_the_overview_reads_a_page_not_every_delegate(many: Runtime) -
 def test_status_and_metrics_counts_read_live_rows_and_a_capped_ambient_count(
     many: Runtime,
 ) -> None:
-    plan = analyzed(many, overview._COUNTS, {"ambient_cap": overview.AMBIENT_COUNT_CAP})
+    plan = analyzed(many, overview._COUNTS, {})
     used = {n.get("Index Name") for n in nodes(plan)}
     assert {"ix_signals_ambient_retained", "ix_leases_held"} <= used
     assert "ix_signals_seq" not in used  # the oldest pending is read among the pending alone

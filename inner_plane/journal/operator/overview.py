@@ -17,7 +17,9 @@ from inner_plane.journal.predicates import CLAIMABLE, WAKING, ambient_retained, 
 
 # Retained ambient signals are counted up to this many (then reported as "at least"): a plane
 # of 100,000 delegates holds hundreds of thousands, and counting them all at each scrape and
-# `status` would cost what the delegates number, not what the live work does (issue 30).
+# `status` would cost what the delegates number, not what the live work does (issue 30). A
+# constant in the statement, not a parameter: a prepared statement's generic plan would not
+# know the limit, cost the count as a tenth of the table and pay for JIT compilation.
 AMBIENT_COUNT_CAP = 1_000
 
 # Served by ix_signals_state_seq (state, seq): an index range per state; pending (the one
@@ -26,7 +28,7 @@ _COUNTS = f"""
     SELECT
       (SELECT count(*) FROM signals WHERE {pending()}) AS pending,
       (SELECT count(*) FROM (SELECT 1 FROM signals WHERE {ambient_retained()}
-        LIMIT %(ambient_cap)s) retained) AS ambient,
+        LIMIT {AMBIENT_COUNT_CAP}) retained) AS ambient,
       (SELECT count(*) FROM signals WHERE state = 'claimed') AS claimed,
       (SELECT count(*) FROM signals WHERE state = 'dead') AS dead,
       (SELECT count(*) FROM signals WHERE {due(CLAIMABLE, of=None)}) AS due,
@@ -119,7 +121,7 @@ def _seconds(value: Any) -> float | None:
 
 
 def counts(rows: Rows) -> Counts:
-    (row,) = rows(_COUNTS, {"ambient_cap": AMBIENT_COUNT_CAP})
+    (row,) = rows(_COUNTS)
     return Counts(
         pending=int(row["pending"]),
         ambient=int(row["ambient"]),
