@@ -107,7 +107,7 @@ SIGNALS = Table(
         postgresql_where=text("state = 'pending' AND mode IN ('wake', 'interrupt')"),
     ),
     Index("ix_signals_claimed", "delegate_id", postgresql_where=text("state = 'claimed'")),
-    # Retained ambient signals, counted from the index alone (migration 0024): per delegate by
+    # Retained ambient signals, counted from the index alone (migration 0026): per delegate by
     # the overview, up to a cap by `status` and /metrics.
     Index(
         "ix_signals_ambient_retained",
@@ -294,8 +294,19 @@ SIGNAL_EVENTS = Table(
     Column("actor", Text),
     # The attention policy version of a lane decision (deferred, claimed; NULL: the settings).
     Column("policy_version", Integer),
+    # The signal's delegate, on the events a timeline shows as quiet entries (filled by the
+    # trigger of migration 0024; NULL on every other event).
+    Column("delegate_id", Text),
     Index("ix_signal_events_signal", "signal_id", "id"),
     Index("ix_signal_events_at", "at"),
+    Index(
+        "ix_signal_events_quiet",
+        "delegate_id",
+        "at",
+        postgresql_where=text(
+            "event IN ('deferred', 'retry_scheduled', 'quarantined', 'loop_stopped', 'expired')"
+        ),
+    ),
 )
 
 

@@ -48,8 +48,8 @@ SELECT delegate_id FROM (
 """
 
 # Delegates whose person's name starts with ``:prefix`` (any case), by name then delegate, from
-# the key ``(:after_name, :after)`` on: a range of ix_people_name (migration 0024), read a page
-# at a time however many names match.
+# the key ``(:after_name, :after)`` on: a range of ix_people_name (migration 0026), read a page at
+# a time however many names match.
 _NAME_KEY = 'lower(display_name COLLATE "C")'
 _BY_NAME = f"""
 SELECT delegate_id, {_NAME_KEY} AS name_key FROM people

@@ -3,16 +3,16 @@
 (ix_leases_held) and the retained ambient signals counted from an index only, up to a cap
 (ix_signals_ambient_retained), for `status` and /metrics
 
-Revision ID: 0024_scale_delegates
-Revises: 0023_context_windows
+Revision ID: 0026_scale_delegates
+Revises: 0025_quiet_events
 Create Date: 2026-12-03
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024_scale_delegates"
-down_revision = "0023_context_windows"
+revision = "0026_scale_delegates"
+down_revision = "0025_quiet_events"
 branch_labels = None
 depends_on = None
 
