@@ -109,6 +109,13 @@ SIGNALS = Table(
         postgresql_where=text("state = 'pending' AND mode IN ('wake', 'interrupt')"),
     ),
     Index("ix_signals_claimed", "delegate_id", postgresql_where=text("state = 'claimed'")),
+    # Retained ambient signals, counted from the index alone (migration 0026): per delegate by
+    # the overview, up to a cap by `status` and /metrics.
+    Index(
+        "ix_signals_ambient_retained",
+        "delegate_id",
+        postgresql_where=text("state = 'pending' AND mode = 'ambient'"),
+    ),
     # Retention: finished signals by age.
     Index(
         "ix_signals_finished_updated",
@@ -162,6 +169,8 @@ LEASES = Table(
     # The holder keeps a session-level advisory lock (journal/lane/leases.py): takeable once it
     # is free.
     Column("liveness_lock", Boolean, nullable=False, server_default=text("false")),
+    # Held leases, counted by `status` and /metrics: the few held, not every delegate's row.
+    Index("ix_leases_held", "expires_at", postgresql_where=text("holder IS NOT NULL")),
 )
 
 
