@@ -3,16 +3,16 @@
 (ix_leases_held) and the retained ambient signals counted from an index only, up to a cap
 (ix_signals_ambient_retained), for `status` and /metrics
 
-Revision ID: 0026_scale_delegates
-Revises: 0025_quiet_events
+Revision ID: 0027_scale_delegates
+Revises: 0026_otel_traceparents
 Create Date: 2026-12-03
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0026_scale_delegates"
-down_revision = "0025_quiet_events"
+revision = "0027_scale_delegates"
+down_revision = "0026_otel_traceparents"
 branch_labels = None
 depends_on = None
 
