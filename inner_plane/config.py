@@ -7,16 +7,14 @@ at start with a message that names the variable instead of surfacing later as a 
 from __future__ import annotations
 
 import functools
-import json
-import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 ENV_PREFIX = "INNER_PLANE_"
-# Fields whose variable holds JSON (a mapping); every other variable is a plain string.
-_JSON_FIELDS = frozenset({"token_prices"})
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+socket://")
 # RabbitMQ; Redis stays the store for dedup markers, locks and debounce either way.
 AMQP_SCHEMES = ("amqp://", "amqps://", "pyamqp://")
@@ -26,9 +24,8 @@ class ConfigError(Exception):
     """A setting is missing or invalid; the message names the environment variable."""
 
 
-class Settings(BaseModel):
-    # Defaults are validated too (as a settings class does): a bad default is a bug found at start.
-    model_config = ConfigDict(extra="ignore", frozen=True, validate_default=True)
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     # Stores. Unset URLs mean "start the embedded server under data_dir".
     database_url: str | None = None
@@ -239,14 +236,6 @@ class Settings(BaseModel):
     chat_turns_per_minute: int = Field(default=30, ge=1)
     chat_max_text: int = Field(default=16_000, ge=1, le=100_000)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _environment(cls, given: Any) -> Any:
-        """Each field from its INNER_PLANE_ variable unless given explicitly."""
-        if not isinstance(given, dict):
-            return given
-        return {**environment(), **given}
-
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
@@ -386,33 +375,6 @@ class Settings(BaseModel):
         return self.task_time_limit_s * 2 + 60
 
 
-def environment() -> dict[str, Any]:
-    """The settings the environment sets, by field name: ``INNER_PLANE_<FIELD>`` in any case, the
-    value as a string for pydantic to convert (``"5"`` to 5, ``"true"`` to True) or, for a field
-    holding a mapping, parsed as JSON.
-
-    Read here rather than through pydantic-settings: that library loads some 40 ms of modules (its
-    cloud secret sources, dotenv) into every CLI start, and these fields need none of them."""
-    fields = Settings.model_fields
-    found: dict[str, Any] = {}
-    for name, value in os.environ.items():
-        if not name.upper().startswith(ENV_PREFIX):
-            continue
-        field = name[len(ENV_PREFIX) :].lower()
-        if field not in fields:
-            continue
-        if field in _JSON_FIELDS:
-            try:
-                found[field] = json.loads(value)
-            except ValueError as error:
-                raise ConfigError(
-                    f"invalid configuration: {name}: not valid JSON ({error})"
-                ) from None
-        else:
-            found[field] = value
-    return found
-
-
 def _kombu_redis_url(url: str | None) -> str | None:
     """A redis-py URL as kombu spells it: a unix socket is ``redis+socket://PATH`` (its database
     in ``virtual_host``); other URLs are the same."""
@@ -439,9 +401,14 @@ def _describe(error: ValidationError) -> str:
 def build_settings(**overrides: object) -> Settings:
     """Read settings from the environment, with explicit overrides; raise ConfigError if invalid."""
     try:
-        return Settings.model_validate(overrides)
+        return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as error:
         raise ConfigError(_describe(error)) from None
+    except SettingsError as error:
+        # A mapping-valued variable that is not JSON: pydantic-settings names the field only.
+        field = re.search(r'field "(\w+)"', str(error))
+        name = f"{ENV_PREFIX}{field.group(1).upper()}" if field else "an INNER_PLANE_ variable"
+        raise ConfigError(f"invalid configuration: {name}: not valid JSON") from None
 
 
 @functools.cache

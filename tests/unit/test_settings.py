@@ -147,3 +147,15 @@ def test_the_trace_url_template_must_be_a_url_holding_the_trace_id(
     ):
         message = config_error(monkeypatch, INNER_PLANE_TRACE_URL_TEMPLATE=bad)
         assert "INNER_PLANE_TRACE_URL_TEMPLATE" in message, (bad, message)
+
+
+def test_a_mapping_variable_that_is_not_json_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = config_error(monkeypatch, INNER_PLANE_TOKEN_PRICES="{not json")
+    assert message == "invalid configuration: INNER_PLANE_TOKEN_PRICES: not valid JSON"
+
+
+def test_a_mapping_variable_in_json_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INNER_PLANE_TOKEN_PRICES", '{"m": {"input": 1.5}}')
+    assert build_settings().token_prices == {"m": {"input": 1.5}}
