@@ -58,6 +58,7 @@ BENCHES = (
     "capacity",
     "chaos",
     "chat",
+    "channels",
     "make_test",
 )
 TARGETS = (
@@ -95,8 +96,19 @@ TARGETS = (
     Target("ui", "timeline_page_p99_ms", 50.0, higher_is_better=False),
     Target("ui", "publish_trigger_cost_ratio", None),
     Target("cli", "cli_vs_python_start", 6.0, higher_is_better=False),
+    Target("cli", "cli_show_vs_python_start", 6.0, higher_is_better=False),
+    Target("cli", "cli_status_vs_python_start", 6.0, higher_is_better=False),
+    # The same as CPU time (user + system): what the load of a shared machine moves least.
+    Target("cli", "cli_show_cpu_vs_python", None),
+    Target("cli", "cli_status_cpu_vs_python", None),
+    Target("cli", "python_start_ms", None),
     Target("growth", "growth_max_ratio", 1.25, higher_is_better=False),
     Target("growth", "growth_max_p99_ratio", 1.5, higher_is_better=False),
+    # Issue 30: 100k delegates over 1k (the baseline, the same operations in the same run).
+    Target("growth", "delegate_growth_max_ratio", 1.25, higher_is_better=False),
+    Target("growth", "delegate_growth_max_ratio_operation", None),
+    Target("growth", "delegate_growth_max_p99_ratio", 1.5, higher_is_better=False),
+    Target("growth", "delegate_growth_max_p99_ratio_operation", None),
     # The policy simulator (issue 26): replay speed and memory on 1M signals (--quick: 100k),
     # and how soon running processes follow a new policy version.
     Target("simulate", "simulate_signals_per_s", 50_000.0),
@@ -118,6 +130,12 @@ TARGETS = (
     Target("chat", "streams_held", 1000.0),
     Target("chat", "streams_relay_p99_ms", 100.0, higher_is_better=False),
     Target("chat", "streams_rss_growth_mb", 150.0, higher_is_better=False),
+    # Issue 24: a mail appended to the mailbox until its turn is journaled, under IDLE; a signed
+    # text's webhook over a bare route that inserts one row.
+    Target("channels", "mail_to_turn_p99_s", 2.0, higher_is_better=False),
+    Target("channels", "mail_to_turn_vs_idle_p99", None),
+    Target("channels", "sms_webhook_p99_ms", None),
+    Target("channels", "sms_webhook_vs_bare_p99", 2.0, higher_is_better=False),
     # Issue 30: `make test` on a fresh clone, the install included (--quick: unit tests only),
     # and how many tests it ran (both legs; not fewer than before the suite was parallelised).
     Target("make_test", "make_test_s", 420.0, higher_is_better=False),

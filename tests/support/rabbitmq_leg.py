@@ -25,20 +25,20 @@ from tests.support.broker import (
 # What depends on the broker: the publish path through a worker, the activation lane's workers
 # (kill -9, SIGSTOP, redelivery, user turns, takeover after a crash), the deployment probes
 # (Celery pings through the broker), `inner-plane status` (workers and queue depths through the
-# broker), RabbitMQ's own checks (quorum queues, kill -9), and the plane riding through a
-# RabbitMQ restart under load (`rabbitmqctl stop_app`/`start_app`, always started again).
+# broker), and RabbitMQ's own checks (quorum queues, kill -9).
 LEG_TESTS = [
     "tests/acceptance/test_rabbitmq_broker.py",
-    "tests/acceptance/test_chaos_rabbitmq.py",
     "tests/acceptance/test_celery_publish.py",
     "tests/acceptance/test_lane_workers.py",
     "tests/acceptance/test_takeover_workers.py",
     "tests/acceptance/test_deployment_healthchecks.py",
     "tests/acceptance/test_status.py",
 ]
-# Tests that stop the RabbitMQ node itself (every vhost on it): they run after the others, in a
-# pytest run of their own with one worker, so no other test of the leg sees the outage.
-NODE_TESTS = ["tests/acceptance/test_chaos_rabbitmq.py"]
+# The plane riding through a RabbitMQ restart under load (`rabbitmqctl stop_app`, then
+# `start_app`): it stops the whole node, every vhost's connections with it, so it runs alone,
+# once the tests above are done.
+RESTART_TESTS = ["tests/acceptance/test_chaos_rabbitmq.py"]
+NO_TESTS_COLLECTED = 5  # pytest's exit code when the arguments select none of a file's tests
 
 
 def main(argv: list[str]) -> int:
@@ -56,30 +56,15 @@ def main(argv: list[str]) -> int:
         print(f"RabbitMQ leg skipped: {problem} (CI=true requires it)", flush=True)
         return 0
     delete_stale_vhosts()
-    print(f"RabbitMQ leg: broker on RabbitMQ at {where}: {' '.join(LEG_TESTS)}", flush=True)
+    tests = " ".join([*LEG_TESTS, *RESTART_TESTS])
+    print(f"RabbitMQ leg: broker on RabbitMQ at {where}: {tests}", flush=True)
     env = {**os.environ, LEG_VARIABLE: "rabbitmq"}
-    shared = [test for test in LEG_TESTS if test not in NODE_TESTS]
-    alone = [test for test in LEG_TESTS if test in NODE_TESTS]
-    status = subprocess.call([sys.executable, "-m", "pytest", "-q", "-ra", *shared, *argv], env=env)
-    if alone:
-        print(f"RabbitMQ leg, the node's own faults alone: {' '.join(alone)}", flush=True)
-        command = [sys.executable, "-m", "pytest", "-q", "-ra", *alone, *one_process(argv)]
-        status = subprocess.call(command, env=env) or status
-    return status
-
-
-def one_process(argv: list[str]) -> list[str]:
-    """``argv`` with pytest-xdist's worker count set to none (the tests run in this process)."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in ("-n", "--numprocesses"):
-            skip = True
-        elif not arg.startswith(("-n", "--numprocesses=")) or arg == "--no-loadscope-reorder":
-            kept.append(arg)
-    return [*kept, "-n", "0"]
+    command = [sys.executable, "-m", "pytest", "-q", "-ra", *LEG_TESTS, *argv]
+    leg = subprocess.call(command, env=env)
+    print("RabbitMQ leg: the broker restart, alone: " + " ".join(RESTART_TESTS), flush=True)
+    command = [sys.executable, "-m", "pytest", "-q", "-ra", *RESTART_TESTS, *argv]
+    restart = subprocess.call(command, env=env)
+    return leg or (0 if restart == NO_TESTS_COLLECTED else restart)
 
 
 if __name__ == "__main__":

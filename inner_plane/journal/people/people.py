@@ -4,6 +4,7 @@ validated (:mod:`inner_plane.people.model`); the table's checks keep the rest co
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     CheckConstraint,
     Column,
+    Connection,
     DateTime,
     Engine,
     Index,
@@ -49,6 +51,9 @@ PEOPLE = Table(
     CheckConstraint("(quiet_start IS NULL) = (quiet_end IS NULL)", name="quiet_hours"),
     # Who owns a number that texted in (migration 0024_mail_channels).
     Index("ix_people_phones", "phones", postgresql_using="gin"),
+    # The delegates overview searched by name (journal/operator/delegates.py), a page at a time.
+    # Names in the "C" collation: a LIKE prefix is a range of the index, whatever the database's.
+    Index("ix_people_name", text('lower(display_name COLLATE "C")'), "delegate_id"),
 )
 _T = PEOPLE
 
@@ -160,10 +165,7 @@ class PeopleJournal:
     def owners_of(self, phone: str) -> builtins.list[str]:
         """The delegates whose person has this number (E.164; index ix_people_phones)."""
         with reading(self.engine) as connection:
-            rows = connection.execute(
-                select(_T.c.delegate_id).where(_T.c.phones.contains([phone])).limit(2)
-            )
-            return [row.delegate_id for row in rows]
+            return [delegate for delegate, _ in phone_owners(connection, phone)]
 
     def remove(self, delegate_id: str) -> bool:
         """Remove the person (their tokens go with them: ON DELETE CASCADE)."""
@@ -173,8 +175,47 @@ class PeopleJournal:
             )
 
 
+def phone_owners(connection: Connection, phone: str) -> list[tuple[str, str]]:
+    """(delegate, preferred channel) of the people who have this number, at most two (index
+    ix_people_phones): a number is one person's, or ambiguous."""
+    rows = connection.execute(
+        select(_T.c.delegate_id, _T.c.preferred_channel)
+        .where(_T.c.phones.contains([phone]))
+        .limit(2)
+    )
+    return [(row.delegate_id, row.preferred_channel) for row in rows]
+
+
 def _only_fields(values: dict[str, Any]) -> dict[str, Any]:
     unknown = set(values) - set(FIELDS)
     if unknown:
         raise ValueError(f"not a person field: {sorted(unknown)}")
     return {name: list(v) if name in ("emails", "phones") else v for name, v in values.items()}
+
+
+DEFAULT_ZONE = "UTC"
+
+
+def time_zone_of(connection: Connection, delegate_id: str) -> str:
+    """The IANA zone of the delegate's person; UTC for a delegate without one (primary key)."""
+    found = connection.execute(
+        text("SELECT time_zone FROM people WHERE delegate_id = :d"), {"d": delegate_id}
+    ).scalar()
+    return DEFAULT_ZONE if found is None else str(found)
+
+
+def time_zones(connection: Connection, delegate_ids: Iterable[str] | None = None) -> dict[str, str]:
+    """Each named delegate's person's zone (primary-key lookups), or every person's (``None``:
+    the simulator, once per replay; one row per person). Delegates without a person are absent:
+    their times are UTC."""
+    if delegate_ids is None:
+        rows = connection.execute(text("SELECT delegate_id, time_zone FROM people")).all()
+    else:
+        wanted = sorted({d for d in delegate_ids if isinstance(d, str)})
+        if not wanted:
+            return {}
+        rows = connection.execute(
+            text("SELECT delegate_id, time_zone FROM people WHERE delegate_id = ANY(:ids)"),
+            {"ids": wanted},
+        ).all()
+    return {str(row.delegate_id): str(row.time_zone) for row in rows}
