@@ -34,7 +34,9 @@ from inner_plane.agent.port import BaseAgent, Composer, ContextKeeper
 from inner_plane.attention.document import AttentionPolicy
 from inner_plane.attention.live import policy_source
 from inner_plane.attention.wakes import clear_debounce, send_activate
+from inner_plane.journal import pipeline
 from inner_plane.journal.database import single_statement
+from inner_plane.journal.pipeline import pipelined_transaction
 from inner_plane.journal.lane import claims, user_turns
 from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
 from inner_plane.lane import decide
@@ -83,11 +85,14 @@ class Lane:
         self._connection: Connection | None = None
         # Whether the run's connection may still hold the liveness lock (until let go).
         self._may_hold_liveness = False
+        # What the release's look for work found (None: it did not look).
+        self._work_left: bool | None = None
         # The due window read at the end of the last activation's closing transaction.
         self._window_after: claims.DueWindow | None = None
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
+        self._listening = False
         self._delegate = ""
         self.activator = Activator(runtime, agent, composer, configured_channels(runtime.settings))
         # Context maintenance between activations (window compaction), if the agent has any.
@@ -126,6 +131,9 @@ class Lane:
             # Told at once when a user turn or interrupt for this delegate is journaled, so the
             # agent yields between stream events (the journal decides at the safe point).
             self._yield_hint = self.notices.watch(delegate_id)
+            # Connected before the opening reads the journal: every turn journaled after that
+            # read sets the hint (a reconnect sets every hint: something may have been missed).
+            self._listening = self.notices.connected.is_set()
             try:
                 if left_behind:
                     self._recover(delegate_id, epoch)
@@ -170,7 +178,7 @@ class Lane:
                 if lease is None:
                     self.leases.let_go(connection)
                 else:
-                    self.leases.release(*lease, connection)
+                    self._release_and_look(connection, *lease)
                     lease = None
                 self._may_hold_liveness = False
             except Exception:  # a broken connection: dropping it frees the lock
@@ -178,13 +186,24 @@ class Lane:
         if lease is not None:
             self.leases.release(*lease)  # on a connection of its own
 
+    def _release_and_look(self, connection: Connection, delegate_id: str, epoch: int) -> None:
+        """Release the lease (and the liveness lock), commit, then look for work that arrived
+        meanwhile: three statements in one round trip, the look after the commit (so a lane
+        that found the lease held a moment before has its work seen here)."""
+        with pipelined_transaction(connection):
+            pipeline.after(connection, "COMMIT")
+            look = pipeline.after(connection, *claims.work_left(delegate_id))
+            self.leases.release_in(connection, delegate_id, epoch)
+        self._work_left = claims.has_work_answer(look.one())
+
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
         """A transaction on the connection this lane run holds (one checkout per run, not per
-        transaction: no pool reset round trips between the run's transactions)."""
+        transaction: no pool reset round trips between the run's transactions). Its ``BEGIN``
+        rides with its first statement (:mod:`inner_plane.journal.pipeline`)."""
         connection = self._connection
         assert connection is not None, "only inside Lane.run"
-        with connection.begin():
+        with pipelined_transaction(connection):
             yield connection
 
     def _closing(self, delegate_id: str) -> Transaction:
@@ -196,6 +215,8 @@ class Lane:
         def closing() -> Iterator[Connection]:
             with self._transaction() as connection:
                 yield connection
+                # The commit rides with the read (its last statement): one round trip for both.
+                pipeline.after(connection, "COMMIT")
                 self._window_after = claims.due_window(connection, delegate_id)
 
         return closing
@@ -258,6 +279,7 @@ class Lane:
                 self._closing(delegate_id),
                 lease_lost,
                 self._yield_hint,
+                listening=self._listening,
             )
 
     def _maintain(
@@ -334,8 +356,10 @@ class Lane:
     def _after_release(self, delegate_id: str, reschedule: float | None) -> None:
         """A signal or user turn that arrived between the last check and the release would
         otherwise wait for the sweeper: look once more and enqueue a fresh activate."""
-        with single_statement(self.runtime.engine) as connection:
-            work_left = claims.has_work(connection, delegate_id)
+        work_left, self._work_left = self._work_left, None
+        if work_left is None:  # the release did not look (it ran on a connection of its own)
+            with single_statement(self.runtime.engine) as connection:
+                work_left = claims.has_work(connection, delegate_id)
         countdown = decide.after_release(reschedule, work_left)
         if countdown is None:
             return

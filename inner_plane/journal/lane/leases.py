@@ -198,6 +198,13 @@ class Leases:
             ).scalar()
         return renewed is not None
 
+    @staticmethod
+    def release_in(connection: Connection, delegate_id: str, epoch: int) -> bool:
+        """:meth:`release` with ``connection`` (the holder's own), in the caller's transaction
+        on it: the release commits with that transaction."""
+        params = {"delegate": delegate_id, "epoch": epoch}
+        return connection.execute(_RELEASE_AND_LET_GO, params).one()[-1] is not None
+
     def release(self, delegate_id: str, epoch: int, connection: Connection | None = None) -> bool:
         """Release the lease if ``epoch`` still holds it. With ``connection`` (the holder's own,
         as given to :meth:`take`) the liveness lock held on it is let go in the same statement,

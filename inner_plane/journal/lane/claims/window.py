@@ -4,10 +4,11 @@ Each reads the fence ("fenced") or "due" from :mod:`inner_plane.journal.predicat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, TextClause, text
 
 from inner_plane.journal.database import SKIP_FLUSH
 from inner_plane.journal.policy import IN_FORCE_COLUMNS
@@ -173,3 +174,13 @@ _HAS_WORK = text(
 def has_work(connection: Connection, delegate_id: str) -> bool:
     """A due wake/interrupt signal or a queued user turn (the check after releasing)."""
     return bool(connection.execute(_HAS_WORK, {"delegate": delegate_id}).scalar())
+
+
+def work_left(delegate_id: str) -> tuple[TextClause, dict[str, str]]:
+    """:func:`has_work` as a statement to send along with another (its answer:
+    :func:`has_work_answer`)."""
+    return _HAS_WORK, {"delegate": delegate_id}
+
+
+def has_work_answer(row: Mapping[str, object]) -> bool:
+    return bool(next(iter(row.values())))
