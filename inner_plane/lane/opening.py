@@ -16,7 +16,9 @@ from inner_plane.config import Settings
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import usage
 from inner_plane.journal.lane import activations, claims, user_turns
+from inner_plane.journal import pipeline
 from inner_plane.journal.lane.leases import LeaseLost
+from inner_plane.journal.people import people
 from inner_plane.lane import decide
 from inner_plane.lane.records import Step, Transaction, activation_fields, entry, log_quarantined
 
@@ -109,6 +111,10 @@ def open_step(
         if decision.background_waits and turn is not None:
             logs.emit("deferred", delegate=delegate_id, reason="user turn waiting", turn=turn.id)
         dead = claims.kill_exhausted(connection, delegate_id) if window.exhausted else []
+        # Along with the claim (one round trip): the composer's person zone, and the
+        # conversation the opening appends to, opened if none is.
+        person = pipeline.ahead(connection, *people.zone_statement(delegate_id))
+        pipeline.ahead(connection, *conversation.open_conversation(delegate_id))
         batch = claims.claim_batch(
             connection,
             delegate_id,
@@ -141,6 +147,7 @@ def open_step(
             user_message=None
             if turn is None
             else UserMessage(turn.text, turn.channel, turn.id, turn.in_reply_to),
+            person_zone=people.zone_answer(person.rows()) if person.ran else None,
         )
         if turn is None:
             opening = conversation.ACTIVATION_STARTED
@@ -151,6 +158,8 @@ def open_step(
         entries = [entry(activation, opening, {"reason": decision.reason})]
         if turn is not None and claimed:
             entries.append(entry(activation, conversation.CONTEXT_ATTACHED, {}))
+        # The opening's last statement: its commit rides with it.
+        pipeline.after(connection, "COMMIT")
         activations.insert_activation(
             connection,
             activation_id=activation_id,

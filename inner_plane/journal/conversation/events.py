@@ -229,6 +229,21 @@ def current_conversation(connection: sqlalchemy.Connection, delegate_id: str) ->
     ).scalar_one()
 
 
+# The delegate's conversation opened if it has none open (nothing written when it has): sent
+# along with the lane's claim, so the opening's append never needs a second statement.
+_OPEN_IF_NONE = text(
+    """
+    INSERT INTO conversations (id, delegate_id) VALUES (CAST(:id AS uuid), :delegate)
+    ON CONFLICT (delegate_id) WHERE ended_at IS NULL DO NOTHING
+    """
+)
+
+
+def open_conversation(delegate_id: str) -> tuple[sqlalchemy.TextClause, dict[str, str]]:
+    """The statement that opens the delegate's conversation unless one is open."""
+    return _OPEN_IF_NONE, {"id": str(uuid.uuid4()), "delegate": delegate_id}
+
+
 def start_conversation(engine: Engine, delegate_id: str) -> uuid.UUID:
     """Close the delegate's current conversation and open a new one."""
     with engine.begin() as connection:
