@@ -366,7 +366,8 @@ def spawn(targets: Mapping[str, str], delay_ms: float) -> Iterator[Spawned]:
     args = []
     for name, url in targets.items():
         target = target_of(url)
-        args.append(f"{name}={target if isinstance(target, str) else '%s:%d' % target}")
+        where = target if isinstance(target, str) else f"{target[0]}:{target[1]}"
+        args.append(f"{name}={where}")
     process = subprocess.Popen(
         [sys.executable, "-m", "bench.latency_proxy", "--delay-ms", str(delay_ms), *args],
         stdin=subprocess.PIPE,

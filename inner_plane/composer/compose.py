@@ -40,10 +40,10 @@ from inner_plane.composer.budget import (
 )
 from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
+from inner_plane.journal import pipeline
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation.context import HistoryMessage
 from inner_plane.journal.conversation.context import snapshot as context_snapshot
-from inner_plane.journal import pipeline
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.memories import MemoryRecord, RecalledMemory
 from inner_plane.journal.operator import live

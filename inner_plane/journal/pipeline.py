@@ -27,6 +27,7 @@ from sqlalchemy import Connection, TextClause, event, text
 
 _AHEAD = "inner_plane.pipeline.ahead"
 _AFTER = "inner_plane.pipeline.after"
+_END = "inner_plane.pipeline.end"
 
 
 @dataclass
@@ -57,7 +58,9 @@ class Queued:
         return rows[0]
 
 
-def _compiled(connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None):  # type: ignore[no-untyped-def]
+def _compiled(
+    connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None
+) -> tuple[str, Mapping[str, Any] | None]:
     if isinstance(clause, str):
         clause = text(clause)
     compiled = clause.compile(dialect=connection.dialect)
@@ -80,6 +83,22 @@ def after(
     return _queue(connection, _AFTER, clause, params)
 
 
+def at_end(
+    connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None = None
+) -> Queued:
+    """Send ``clause`` after the statement that ends the transaction's work, whichever it is:
+    that statement calls :func:`ending` just before it runs (the lane's closing: its window
+    read and its COMMIT ride with the statement that closes the activation). Left unsent if no
+    statement does."""
+    return _queue(connection, _END, clause, params)
+
+
+def ending(connection: Connection) -> None:
+    """The next statement ends the transaction's work: what :func:`at_end` queued rides after
+    it (and after whatever :func:`after` queued already)."""
+    connection.info.setdefault(_AFTER, []).extend(connection.info.pop(_END, []))
+
+
 def _queue(
     connection: Connection, key: str, clause: TextClause | str, params: Mapping[str, Any] | None
 ) -> Queued:
@@ -94,6 +113,7 @@ def discard(connection: Connection) -> None:
     """Forget whatever is still queued (the statement it waited for will not run)."""
     connection.info.pop(_AHEAD, None)
     connection.info.pop(_AFTER, None)
+    connection.info.pop(_END, None)
 
 
 @contextmanager

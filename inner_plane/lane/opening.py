@@ -9,15 +9,16 @@ import uuid
 from collections.abc import Callable
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 
 from inner_plane import logs
 from inner_plane.activation import Activation, Trigger, UserMessage
 from inner_plane.config import Settings
+from inner_plane.journal import pipeline
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import usage
 from inner_plane.journal.lane import activations, claims, user_turns
-from inner_plane.journal import pipeline
-from inner_plane.journal.lane.leases import LeaseLost
+from inner_plane.journal.lane.leases import LeaseLost, fence_check, is_lease_lost
 from inner_plane.journal.people import people
 from inner_plane.lane import decide
 from inner_plane.lane.records import Step, Transaction, activation_fields, entry, log_quarantined
@@ -34,16 +35,58 @@ def open_step(
     agent_name: str,
     reason: str,
     first: bool,
+    window: claims.DueWindow | None = None,
 ) -> Step | float | None:
     """The next step, or when to look again (None: not until something arrives).
 
     ``policy_of``: the delegate's attention policy for the window read (the window carries the
-    version in force, read by the same statement; see :mod:`inner_plane.attention.live`)."""
+    version in force, read by the same statement; see :mod:`inner_plane.attention.live`).
+    ``window``: read already, in the round trip that took the lease; the transaction's first
+    statement then carries the fence as a check that aborts it when stale."""
     activation_id = uuid.uuid4()
+    try:
+        return _open(
+            transaction,
+            settings,
+            policy_of,
+            activation_id,
+            delegate_id=delegate_id,
+            epoch=epoch,
+            holder=holder,
+            agent_name=agent_name,
+            reason=reason,
+            first=first,
+            window=window,
+        )
+    except DBAPIError as error:
+        if is_lease_lost(error):
+            raise LeaseLost(delegate_id, epoch, None) from None
+        raise
+
+
+def _open(
+    transaction: Transaction,
+    settings: Settings,
+    policy_of: Callable[[Connection, claims.DueWindow], decide.LanePolicy],
+    activation_id: uuid.UUID,
+    *,
+    delegate_id: str,
+    epoch: int,
+    holder: str,
+    agent_name: str,
+    reason: str,
+    first: bool,
+    window: claims.DueWindow | None,
+) -> Step | float | None:
     with transaction() as connection:
-        # Its commit need not wait for a WAL flush: a database crash before the activation
-        # ends returns the claims to pending and the turn to queued, as if never opened.
-        window = claims.due_window(connection, delegate_id, opening=True)
+        if window is None:
+            # Its commit need not wait for a WAL flush: a database crash before the activation
+            # ends returns the claims to pending and the turn to queued, as if never opened.
+            window = claims.due_window(connection, delegate_id, opening=True)
+        else:
+            # The fence rides with the transaction's first statement (and its commit need not
+            # wait for a flush either: the check selects SKIP_FLUSH's setting too).
+            pipeline.ahead(connection, *fence_check(delegate_id, epoch, skip_flush=True))
         if window.lease_epoch != epoch:  # the fence, read FOR SHARE by the same query
             raise LeaseLost(delegate_id, epoch, window.lease_epoch)
         policy = policy_of(connection, window)

@@ -36,9 +36,9 @@ from inner_plane.attention.live import policy_source
 from inner_plane.attention.wakes import clear_debounce, send_activate
 from inner_plane.journal import pipeline
 from inner_plane.journal.database import single_statement
-from inner_plane.journal.pipeline import pipelined_transaction
 from inner_plane.journal.lane import claims, user_turns
 from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
+from inner_plane.journal.pipeline import pipelined_transaction
 from inner_plane.lane import decide
 from inner_plane.lane.activate import Activator
 from inner_plane.lane.guard import Heartbeat, LaneGuard
@@ -93,6 +93,8 @@ class Lane:
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
         self._listening = False
+        # The due window read in the take's round trip, for the run's first opening.
+        self._first_window: claims.DueWindow | None = None
         self._delegate = ""
         self.activator = Activator(runtime, agent, composer, configured_channels(runtime.settings))
         # Context maintenance between activations (window compaction), if the agent has any.
@@ -112,7 +114,19 @@ class Lane:
         # long as the lease (PostgreSQL frees the lock the moment this process dies).
         self._connection = self.runtime.engine.connect()
         self._may_hold_liveness = True
+        # Told at once when a user turn or interrupt for this delegate is journaled, so the
+        # agent yields between stream events (the journal decides at the safe point). Watched
+        # before the journal is first read, so nothing journaled after that read goes unheard.
+        self._yield_hint = self.notices.watch(delegate_id)
+        # Connected before the opening reads the journal: every turn journaled after that
+        # read sets the hint (a reconnect sets every hint: something may have been missed).
+        self._listening = self.notices.connected.is_set()
         try:
+            # The first due window rides with the take (one round trip): read after the take
+            # in the same implicit transaction, so its fence column shows the epoch just taken.
+            first_window = pipeline.after(
+                self._connection, *claims.window_statement(delegate_id, opening=True)
+            )
             taken = self.leases.take(
                 delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
             )
@@ -128,12 +142,13 @@ class Lane:
             lease_lost = self.heartbeat.begin(delegate_id, epoch, lock or None)
             reschedule: float | None = None
             self._window_after = None
-            # Told at once when a user turn or interrupt for this delegate is journaled, so the
-            # agent yields between stream events (the journal decides at the safe point).
-            self._yield_hint = self.notices.watch(delegate_id)
-            # Connected before the opening reads the journal: every turn journaled after that
-            # read sets the hint (a reconnect sets every hint: something may have been missed).
-            self._listening = self.notices.connected.is_set()
+            # What the take's round trip read, unless recovery changes it or a second take
+            # (after waiting on a dead holder) ran without it.
+            self._first_window = (
+                claims.window_answer(first_window.one())
+                if first_window.ran and not left_behind
+                else None
+            )
             try:
                 if left_behind:
                     self._recover(delegate_id, epoch)
@@ -142,11 +157,13 @@ class Lane:
                 outcome.lease_lost = True
                 logs.emit("lease_lost", delegate=delegate_id, epoch=epoch, reason=str(error))
             finally:
-                self.notices.unwatch(delegate_id, self._yield_hint)
+                self._first_window = None
                 self.heartbeat.end()
                 # Taken over in between, this run has nothing left to write: it only lets go.
                 self._let_go(None if outcome.lease_lost else (delegate_id, epoch))
         finally:
+            self.notices.unwatch(delegate_id, self._yield_hint)
+            pipeline.discard(self._connection)
             self._let_go()
             connection, self._connection = self._connection, None
             connection.close()
@@ -214,10 +231,16 @@ class Lane:
         @contextlib.contextmanager
         def closing() -> Iterator[Connection]:
             with self._transaction() as connection:
+                # The next window and the COMMIT ride with the statement that closes the
+                # activation (behind its fence check): the closing is one round trip.
+                window = pipeline.at_end(connection, *claims.window_statement(delegate_id))
+                pipeline.at_end(connection, "COMMIT")
                 yield connection
-                # The commit rides with the read (its last statement): one round trip for both.
-                pipeline.after(connection, "COMMIT")
-                self._window_after = claims.due_window(connection, delegate_id)
+                if window.ran:
+                    self._window_after = claims.window_answer(window.one())
+                else:  # nothing closed in one statement: read it, then commit
+                    pipeline.after(connection, "COMMIT")
+                    self._window_after = claims.due_window(connection, delegate_id)
 
         return closing
 
@@ -315,6 +338,7 @@ class Lane:
         """Decide from the window the last activation's closing transaction read, if that says
         idle; else open the next activation (:func:`open_step`, one fenced transaction)."""
         known, self._window_after = self._window_after, None
+        taken_with, self._first_window = self._first_window, None
         if (
             known is not None
             and known.lease_epoch == epoch
@@ -338,6 +362,9 @@ class Lane:
             agent_name=self.activator.agent_name,
             reason=reason,
             first=first,
+            window=taken_with
+            if taken_with is not None and taken_with.lease_epoch == epoch
+            else None,
         )
 
     def _policy_of(self, connection: Connection, window: claims.DueWindow) -> decide.LanePolicy:

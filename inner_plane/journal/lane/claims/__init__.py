@@ -37,6 +37,8 @@ from inner_plane.journal.lane.claims.window import (
     has_work,
     has_work_answer,
     safe_point_check,
+    window_answer,
+    window_statement,
     work_left,
 )
 
@@ -64,5 +66,7 @@ __all__ = [
     "safe_point_check",
     "settle_rows",
     "stop_chains",
+    "window_answer",
+    "window_statement",
     "work_left",
 ]
