@@ -339,6 +339,9 @@ class Lane:
         idle; else open the next activation (:func:`open_step`, one fenced transaction)."""
         known, self._window_after = self._window_after, None
         taken_with, self._first_window = self._first_window, None
+        # The window read last (with the take, or by the last closing) decides the opening too;
+        # its transaction then carries the fence as a check instead of reading it again.
+        read = taken_with if taken_with is not None else known
         if (
             known is not None
             and known.lease_epoch == epoch
@@ -362,9 +365,7 @@ class Lane:
             agent_name=self.activator.agent_name,
             reason=reason,
             first=first,
-            window=taken_with
-            if taken_with is not None and taken_with.lease_epoch == epoch
-            else None,
+            window=None if read is None or read.lease_epoch != epoch else read,
         )
 
     def _policy_of(self, connection: Connection, window: claims.DueWindow) -> decide.LanePolicy:
