@@ -10,8 +10,9 @@ one pipeline ending in one Sync, and each queued statement's rows are then in it
 :class:`Queued`. An error in any of them raises from that execution, as a statement's own
 would: the caller's transaction rolls back as ever.
 
-Every queued statement is announced to the engine's ``before_cursor_execute`` listeners like
-any other, so the query-plan test explains it and the statement counters count it. Explicit
+Every queued statement is announced to the engine's ``before_cursor_execute`` and
+``after_cursor_execute`` listeners like any other, so the query-plan test explains it and the
+statement counters count it. Explicit
 ``BEGIN``/``COMMIT`` need the connection in autocommit (see :func:`pipelined_transaction`):
 then psycopg sends no ``BEGIN`` of its own, and SQLAlchemy's commit finds nothing left to do.
 """
@@ -64,7 +65,9 @@ def _compiled(
     if isinstance(clause, str):
         clause = text(clause)
     compiled = clause.compile(dialect=connection.dialect)
-    return compiled.string, (compiled.construct_params(dict(params or {})) or None)
+    # Always a mapping (empty when none): psycopg then reads ``%%`` as ``%``, as SQLAlchemy's
+    # own execution does.
+    return compiled.string, dict(compiled.construct_params(dict(params or {})))
 
 
 def ahead(
@@ -170,25 +173,26 @@ def _ride_along(cursor: Any, statement: str, parameters: Any, context: Any) -> b
     after_it: list[Queued] = info.pop(_AFTER, None) or []
     if not ahead_of and not after_it:
         return False  # SQLAlchemy executes it as ever
-    dispatch = connection.dispatch.before_cursor_execute
     driver = cursor.connection
     cursors = []
     with driver.pipeline():
         for queued in ahead_of:
-            cursors.append((queued, _send(driver, queued, connection, context, dispatch)))
-        cursor.execute(statement, parameters or None)
+            cursors.append((queued, _send(driver, queued, connection, context)))
+        cursor.execute(statement, parameters)
         for queued in after_it:
-            cursors.append((queued, _send(driver, queued, connection, context, dispatch)))
+            cursors.append((queued, _send(driver, queued, connection, context)))
     for queued, own in cursors:
         queued._rows = _mappings(own)
+        for listener in connection.dispatch.after_cursor_execute:
+            listener(connection, own, queued.sql, queued.parameters, context, False)
         own.close()
     return True
 
 
-def _send(driver: Any, queued: Queued, connection: Connection, context: Any, dispatch: Any) -> Any:
-    for listener in dispatch:
-        listener(connection, None, queued.sql, queued.parameters, context, False)
+def _send(driver: Any, queued: Queued, connection: Connection, context: Any) -> Any:
     own = driver.cursor()
+    for listener in connection.dispatch.before_cursor_execute:
+        listener(connection, own, queued.sql, queued.parameters, context, False)
     own.execute(queued.sql, queued.parameters)
     return own
 
