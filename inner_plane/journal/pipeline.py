@@ -19,6 +19,7 @@ then psycopg sends no ``BEGIN`` of its own, and SQLAlchemy's commit finds nothin
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -133,7 +134,10 @@ def pipelined_transaction(connection: Connection) -> Iterator[Connection]:
                 yield connection
             except BaseException:
                 discard(connection)
-                _end(connection, "ROLLBACK")
+                # A connection the error broke is SQLAlchemy's to invalidate: its own rollback
+                # follows; the error that ended the transaction is the one to raise.
+                with contextlib.suppress(Exception):
+                    _end(connection, "ROLLBACK")
                 raise
             discard(connection)
             _end(connection, "COMMIT")

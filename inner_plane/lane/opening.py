@@ -91,7 +91,13 @@ def _open(
             raise LeaseLost(delegate_id, epoch, window.lease_epoch)
         policy = policy_of(connection, window)
         turn = (
-            user_turns.next_user_turn(connection, delegate_id, activation_id)
+            user_turns.next_user_turn(
+                connection,
+                delegate_id,
+                activation_id,
+                # Read with the take: a pre-empted turn that runs again has its message already.
+                message_journaled=conversation.turn_message_journaled("t.id"),
+            )
             if decide.takes_user_turn(window)
             else None
         )
@@ -194,7 +200,9 @@ def _open(
         )
         if turn is None:
             opening = conversation.ACTIVATION_STARTED
-        elif conversation.turn_has_message(connection, turn.id):
+        elif turn.message_journaled or (
+            turn.message_journaled is None and conversation.turn_has_message(connection, turn.id)
+        ):
             opening = conversation.TURN_RESUMED  # pre-empted before: its message stands
         else:
             opening = conversation.USER_MESSAGE

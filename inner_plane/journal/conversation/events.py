@@ -432,11 +432,20 @@ def read_events(
         return [event_record(row) for row in connection.execute(query)]
 
 
-def turn_has_message(connection: sqlalchemy.Connection, turn_id: uuid.UUID) -> bool:
-    """Whether the user message of this turn is already in the timeline (a pre-empted turn
-    that runs again). ix_conversation_events_turn."""
-    return bool(
-        connection.execute(
-            select(sqlalchemy.exists().where(_E.c.turn_id == turn_id, _E.c.type == USER_MESSAGE))
-        ).scalar()
+def turn_message_journaled(turn: str) -> str:
+    """SQL: whether the user message of the turn whose id is ``turn`` (a column or parameter)
+    is already in the timeline (a pre-empted turn that runs again). ix_conversation_events_turn.
+    The lane's opening reads it in the statement that takes the turn."""
+    return (
+        "EXISTS (SELECT 1 FROM conversation_events"  # noqa: S608 - constant fragment
+        f" WHERE turn_id = {turn} AND type = '{USER_MESSAGE}')"
     )
+
+
+_TURN_HAS_MESSAGE = text(f"SELECT {turn_message_journaled('CAST(:turn AS uuid)')}")
+
+
+def turn_has_message(connection: sqlalchemy.Connection, turn_id: uuid.UUID) -> bool:
+    """Whether the user message of this turn is already in the timeline (see
+    :func:`turn_message_journaled`)."""
+    return bool(connection.execute(_TURN_HAS_MESSAGE, {"turn": str(turn_id)}).scalar())
