@@ -59,7 +59,8 @@ class Counts:
     Query and each Sync the client sends ends in one ReadyForQuery it waits for, however many
     statements a pipeline put before it); otherwise ``turns``. ``turns``: how many times the
     client sent after the server's last answer reached it (exact for a client that waits for
-    each answer; a pipelining client may be counted more than once under a busy scheduler)."""
+    each answer; a pipelining client that writes its pipeline in several pieces may be counted
+    once per piece without a delay: with one, the pieces all arrive before any answer could)."""
 
     connections: int = 0
     round_trips: int = 0
