@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Sequence
 
 import redis
+import redis.lock
 
 from inner_plane import celery_bridge, logs, redis_keys
 from inner_plane.attention.live import policy_source
@@ -78,6 +79,45 @@ def _enqueue(
         logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
         return False
     return True
+
+
+# The lane's activation lock taken and, only if taken, the delegate's wake debounce cleared: one
+# round trip where the lane used to spend two (KEYS: the lock, the debounce key; ARGV: the
+# lock's token and its time to live in ms). Clearing it lets a signal published during the run
+# send an activate, which the lane's look after its release also covers.
+TAKE_LOCK_AND_CLEAR = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('DEL', KEYS[2])
+  return 1
+end
+return 0
+"""
+
+
+class LaneLock(redis.lock.Lock):
+    """The activation lock (redis-py's Lock): taking it also clears the delegate's wake
+    debounce, in the same round trip (:data:`TAKE_LOCK_AND_CLEAR`)."""
+
+    debounce_key = ""
+
+    def do_acquire(self, token: str | bytes) -> bool:
+        assert self.timeout is not None
+        take = self.redis.register_script(TAKE_LOCK_AND_CLEAR)
+        keys = [self.name, self.debounce_key]
+        return bool(take(keys=keys, args=[token, int(self.timeout * 1000)]))
+
+
+def lane_lock(runtime: Runtime, delegate_id: str, ttl_s: float) -> LaneLock:
+    """The delegate's activation lock, not yet taken (``acquire(blocking=False)`` takes it)."""
+    lock = runtime.redis.lock(
+        redis_keys.activation_lock(delegate_id),
+        timeout=ttl_s,
+        blocking=False,
+        lock_class=LaneLock,
+    )
+    assert isinstance(lock, LaneLock)
+    lock.debounce_key = redis_keys.wake_debounce(delegate_id)
+    return lock
 
 
 def clear_debounce(runtime: Runtime, delegate_id: str) -> None:

@@ -28,12 +28,12 @@ from typing import Any, Literal
 import redis
 from sqlalchemy import Connection
 
-from inner_plane import logs, redis_keys
+from inner_plane import logs
 from inner_plane.activation import Preempted, Trigger
 from inner_plane.agent.port import BaseAgent, Composer, ContextKeeper
 from inner_plane.attention.document import AttentionPolicy
 from inner_plane.attention.live import policy_source
-from inner_plane.attention.wakes import clear_debounce, send_activate
+from inner_plane.attention.wakes import clear_debounce, lane_lock, send_activate
 from inner_plane.journal import pipeline
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane import claims, user_turns
@@ -93,6 +93,8 @@ class Lane:
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
         self._listening = False
+        # Whether taking the Redis lock cleared the wake debounce (then the drain need not).
+        self._debounce_cleared = False
         # The due window read in the take's round trip, for the run's first opening.
         self._first_window: claims.DueWindow | None = None
         self._delegate = ""
@@ -105,6 +107,7 @@ class Lane:
     def run(self, delegate_id: str, reason: str = "wake") -> LaneOutcome:
         outcome = LaneOutcome()
         self._delegate = delegate_id
+        self._debounce_cleared = False
         lock = self._lock(delegate_id)
         if lock is False:
             # Held by a lane that runs, or by one that died (the Redis lock outlives it by up to
@@ -247,13 +250,12 @@ class Lane:
     def _lock(self, delegate_id: str) -> Any:
         """A held redis-py Lock, False if someone else holds it, None if Redis is unreachable
         (the lease still guarantees exclusivity)."""
-        lock = self.runtime.redis.lock(
-            redis_keys.activation_lock(delegate_id),
-            timeout=self.settings.lease_ttl_s,
-            blocking=False,
-        )
+        lock = lane_lock(self.runtime, delegate_id, self.settings.lease_ttl_s)
         try:
-            return lock if lock.acquire() else False
+            taken = lock.acquire()
+            # Taken, the lock cleared the wake debounce in the same round trip.
+            self._debounce_cleared = taken
+            return lock if taken else False
         except redis.RedisError as error:
             logs.emit("lock_unavailable", delegate=delegate_id, reason=str(error)[:200])
             return None
@@ -274,7 +276,8 @@ class Lane:
         outcome: LaneOutcome,
     ) -> float | None:
         """Run activations until nothing is due; return a delay after which to look again."""
-        clear_debounce(self.runtime, delegate_id)
+        if not self._debounce_cleared:
+            clear_debounce(self.runtime, delegate_id)
         slice_ends = time.monotonic() + max(5.0, self.settings.task_soft_time_limit_s / 4)
         first = True
         maintained = False  # at most once a lane run: a window that stays long waits a run

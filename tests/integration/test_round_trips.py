@@ -34,8 +34,8 @@ BACKGROUND_ROUND_TRIPS = 6
 # A user turn's opening takes the turn (and reads whether its message is journaled already) in a
 # round trip of its own before the claim.
 USER_TURN_ROUND_TRIPS = 7
-# The Redis lock taken and released, and the wake debounce cleared.
-REDIS_ROUND_TRIPS = 3
+# The Redis lock taken (the wake debounce cleared in the same script) and released.
+REDIS_ROUND_TRIPS = 2
 WARM_UP = 20  # every statement prepared by psycopg on every pooled connection
 
 
