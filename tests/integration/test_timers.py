@@ -344,6 +344,8 @@ def test_a_tick_on_the_database_clock_runs_every_statement_in_autocommit(
     write would be parsed and planned again on every tick)."""
     add_timer({"name": "pulse", "purpose": "Pulse", "every_s": 60}, runtime=timers_rt)
     _make_due(timers_rt, ["pulse"])
+    # The process reads the attention policy in force once, on first use (then on notice).
+    policy_source(timers_rt).current()
     statuses: list[tuple[str, pq.TransactionStatus]] = []
 
     def after_execute(*args: Any) -> None:  # conn, cursor, statement, parameters, context, many
