@@ -20,7 +20,7 @@ import phonenumbers
 
 from inner_plane.signals.model import IDENTIFIER_RE
 
-CHANNELS = ("email", "webhook", "app")
+CHANNELS = ("email", "webhook", "app", "sms")
 MAX_NAME = 200
 MAX_EMAILS = 10
 MAX_PHONES = 10
@@ -183,9 +183,13 @@ def fields(
     return values
 
 
-def reachable(preferred: str, emails: Sequence[str], webhook: str | None) -> None:
+def reachable(
+    preferred: str, emails: Sequence[str], webhook: str | None, phones: Sequence[str] = ()
+) -> None:
     """The preferred channel must have its contact point."""
     if preferred == "email" and not emails:
         raise PersonError("preferred_channel", "email needs at least one email address")
     if preferred == "webhook" and not webhook:
         raise PersonError("preferred_channel", "webhook needs a webhook_url")
+    if preferred == "sms" and not phones:
+        raise PersonError("preferred_channel", "sms needs at least one phone number")

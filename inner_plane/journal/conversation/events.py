@@ -58,6 +58,9 @@ CONTEXT_CAPSULE = "context.capsule"
 # A question the delegate put to its person (a needs_input settlement); their answer is the
 # user.message whose payload's ``in_reply_to`` is the question's id.
 QUESTION_ASKED = "person.question"
+# The answer to a turn that came in by mail or text, sent back on its channel (or not):
+# where it went (inner_plane.channels.replies).
+CHANNEL_ANSWER = "channel.answer"
 
 
 class ConversationRow(Base):

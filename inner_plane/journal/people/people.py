@@ -3,6 +3,7 @@ validated (:mod:`inner_plane.people.model`); the table's checks keep the rest co
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
@@ -12,6 +13,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Engine,
+    Index,
     Table,
     Text,
     TextClause,
@@ -25,7 +27,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 from inner_plane.journal.database import reading
 from inner_plane.journal.tables import METADATA
 
-CHANNELS = ("email", "webhook", "app")
+CHANNELS = ("email", "webhook", "app", "sms")
 
 PEOPLE = Table(
     "people",
@@ -42,8 +44,12 @@ PEOPLE = Table(
     Column("quiet_end", Time),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    CheckConstraint("preferred_channel IN ('email', 'webhook', 'app')", name="preferred_channel"),
+    CheckConstraint(
+        "preferred_channel IN ('email', 'webhook', 'app', 'sms')", name="preferred_channel"
+    ),
     CheckConstraint("(quiet_start IS NULL) = (quiet_end IS NULL)", name="quiet_hours"),
+    # Who owns a number that texted in (migration 0024_mail_channels).
+    Index("ix_people_phones", "phones", postgresql_using="gin"),
 )
 _T = PEOPLE
 
@@ -166,6 +172,14 @@ class PeopleJournal:
     def any(self) -> bool:
         with reading(self.engine) as connection:
             return bool(connection.execute(text("SELECT EXISTS (SELECT 1 FROM people)")).scalar())
+
+    def owners_of(self, phone: str) -> builtins.list[str]:
+        """The delegates whose person has this number (E.164; index ix_people_phones)."""
+        with reading(self.engine) as connection:
+            rows = connection.execute(
+                select(_T.c.delegate_id).where(_T.c.phones.contains([phone])).limit(2)
+            )
+            return [row.delegate_id for row in rows]
 
     def remove(self, delegate_id: str) -> bool:
         """Remove the person (their tokens go with them: ON DELETE CASCADE)."""
