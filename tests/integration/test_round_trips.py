@@ -31,6 +31,8 @@ from tests.support.stores import Stores
 # activation row and commit | retrieval notice and composer's snapshot | closing, fence check,
 # next window and commit | release, commit and the look for work.
 BACKGROUND_ROUND_TRIPS = 6
+# A further batch of the same run: its opening, the composer's read, its closing.
+DRAIN_ROUND_TRIPS = 4
 # A user turn's opening takes the turn (and reads whether its message is journaled already) in a
 # round trip of its own before the claim.
 USER_TURN_ROUND_TRIPS = 7
@@ -124,3 +126,20 @@ def test_a_user_turn_takes_one_more(proxied: tuple[Runtime, LatencyProxy]) -> No
     postgres, redis, statements = _counted(rt, proxy, lane, "default")
     assert postgres <= USER_TURN_ROUND_TRIPS, statements
     assert redis <= REDIS_ROUND_TRIPS
+
+
+def test_each_further_batch_of_a_run_takes_four(proxied: tuple[Runtime, LatencyProxy]) -> None:
+    """A drain (one batch at a time here) opens each further activation on the window the last
+    closing read: round trips 2 to 5 of the first, once more per batch."""
+    rt, proxy = proxied
+    one_at_a_time = replace(rt, settings=rt.settings.model_copy(update={"batch_limit": 1}))
+    lane = Lane(one_at_a_time, InstantAgent(), ContextComposer(one_at_a_time), holder="round-trips")
+    for n in range(WARM_UP):
+        for k in range(3):
+            publish(kind="task.completed", source="warm", data={"n": n, "k": k}, runtime=rt)
+        assert len(lane.run("default").activations) == 3
+    for k in range(3):
+        publish(kind="task.completed", source="counted", data={"k": k}, runtime=rt)
+    proxy.reset()
+    assert len(lane.run("default").activations) == 3
+    assert proxy.stats()["pg"].round_trips <= BACKGROUND_ROUND_TRIPS + 2 * DRAIN_ROUND_TRIPS
