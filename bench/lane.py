@@ -57,13 +57,13 @@ def wait_until(condition, timeout: float = 120.0, what: str = "") -> None:  # ty
         time.sleep(0.002)
 
 
-def raw_celery_start(settings: Settings, rt: Runtime) -> list[float]:
+def raw_celery_start(settings: Settings, rt: Runtime, probes: int = PROBES) -> list[float]:
     """Raw Celery enqueue -> start of a no-op task on the activation workers, in ms."""
     from inner_plane import celery_bridge
 
     key = f"bench:probe:{uuid.uuid4()}"
     raw: list[float] = []
-    for _ in range(PROBES):
+    for _ in range(probes):
         celery_bridge.send(
             settings,
             "bench.lane_start_probe",
@@ -77,10 +77,10 @@ def raw_celery_start(settings: Settings, rt: Runtime) -> list[float]:
     return raw
 
 
-def wake_added(rt: Runtime, delegate: str) -> list[float]:
+def wake_added(rt: Runtime, delegate: str, probes: int = PROBES) -> list[float]:
     """Publish -> activation start (the journal's clock), minus the quiet window, in ms."""
     wake: list[float] = []
-    for n in range(PROBES):
+    for n in range(probes):
         result = publish(
             kind="task.completed", source="probe", delegate_id=delegate, data={"n": n}, runtime=rt
         )
@@ -142,6 +142,9 @@ def wake_over_network(
             try:
                 for worker in workers:
                     worker.wait_for(" ready.", 60)
+                # Warm both workers' connections (through the proxy), as the run above does.
+                raw_celery_start(proxied, rt, probes=4)
+                wake_added(rt, f"warm-{key}", probes=4)
                 raw, wake = raw_celery_start(proxied, rt), wake_added(rt, f"lat-{key}")
             finally:
                 for worker in workers:
