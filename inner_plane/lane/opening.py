@@ -12,7 +12,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from inner_plane import logs
-from inner_plane.activation import Activation, Trigger, UserMessage
+from inner_plane.activation import Activation, UserMessage
 from inner_plane.config import Settings
 from inner_plane.journal import pipeline
 from inner_plane.journal.conversation import events as conversation
@@ -128,19 +128,15 @@ def _open(
                 rule=decision.rule,
             )
             return decision.seconds
-        if (
-            isinstance(decision, decide.Run)
-            and decision.trigger in (Trigger.WAKE, Trigger.DRAIN)
-            and settings.daily_token_budget is not None
-        ):
-            decision = (
-                decide.token_budget(
-                    usage.tokens_today(connection, delegate_id),
-                    settings.daily_token_budget,
-                    window.now,
-                )
-                or decision
-            )
+        # The daily token budget and the quiet hours hold background runs (each a read, made
+        # only when the policy in force sets it).
+        decision = decide.held_back(
+            decision,
+            policy,
+            window.now,
+            lambda: usage.tokens_today(connection, delegate_id),
+            lambda: people.time_zone_of(connection, delegate_id),
+        )
         if isinstance(decision, decide.DeferForBudget):
             ids = claims.defer_signals(
                 connection,
@@ -169,6 +165,7 @@ def _open(
             delegate_id,
             activation_id,
             policy.batch_limit,
+            kind_limits=policy.kind_limits(k.kind for k in window.kinds),
             # A user turn breaks a chain: the loop guard follows autonomous work only.
             chain_limit=settings.loop_chain_limit if turn is None else None,
             policy_version=policy.version,

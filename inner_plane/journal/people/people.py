@@ -4,6 +4,7 @@ validated (:mod:`inner_plane.people.model`); the table's checks keep the rest co
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     CheckConstraint,
     Column,
+    Connection,
     DateTime,
     Engine,
     Index,
@@ -194,3 +196,31 @@ def _only_fields(values: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"not a person field: {sorted(unknown)}")
     return {name: list(v) if name in ("emails", "phones") else v for name, v in values.items()}
+
+
+DEFAULT_ZONE = "UTC"
+
+
+def time_zone_of(connection: Connection, delegate_id: str) -> str:
+    """The IANA zone of the delegate's person; UTC for a delegate without one (primary key)."""
+    found = connection.execute(
+        text("SELECT time_zone FROM people WHERE delegate_id = :d"), {"d": delegate_id}
+    ).scalar()
+    return DEFAULT_ZONE if found is None else str(found)
+
+
+def time_zones(connection: Connection, delegate_ids: Iterable[str] | None = None) -> dict[str, str]:
+    """Each named delegate's person's zone (primary-key lookups), or every person's (``None``:
+    the simulator, once per replay; one row per person). Delegates without a person are absent:
+    their times are UTC."""
+    if delegate_ids is None:
+        rows = connection.execute(text("SELECT delegate_id, time_zone FROM people")).all()
+    else:
+        wanted = sorted({d for d in delegate_ids if isinstance(d, str)})
+        if not wanted:
+            return {}
+        rows = connection.execute(
+            text("SELECT delegate_id, time_zone FROM people WHERE delegate_id = ANY(:ids)"),
+            {"ids": wanted},
+        ).all()
+    return {str(row.delegate_id): str(row.time_zone) for row in rows}
