@@ -22,7 +22,7 @@ from kombu.transport.native_delayed_delivery import (
     declare_native_delayed_delivery_exchanges_and_queues,
 )
 
-from inner_plane import receipts
+from inner_plane import receipts, tracing
 from inner_plane.config import Settings
 
 SIGNALS_QUEUE = "signals"
@@ -152,6 +152,8 @@ def send(
 ) -> str:
     """Send a task by name; return the Celery task id. No broker priority: RabbitMQ's quorum
     queues have none, and the order of work is the journal's."""
+    # Traced, the message carries the current span's context (traceparent), so the task's
+    # spans in the worker are its children; a worker's own Celery instrumentation does the same.
     result = sender(settings).send_task(
         name,
         args=args,
@@ -159,8 +161,13 @@ def send(
         queue=queue,
         countdown=_delay(settings, countdown),
         task_id=task_id,
+        headers=_trace_headers(),
     )
     return str(result.id)
+
+
+def _trace_headers() -> dict[str, Any] | None:
+    return tracing.inject({}) if tracing.on else None
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,7 @@ def send_together(settings: Settings, tasks: Sequence[TaskSend]) -> list[str]:
                 queue=task.queue,
                 countdown=_delay(settings, task.countdown),
                 producer=producer,
+                headers=_trace_headers(),
             )
             ids.append(str(result.id))
     return ids

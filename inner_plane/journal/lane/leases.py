@@ -104,7 +104,7 @@ _RELEASE_AND_LET_GO = text(
     """  # noqa: S608 - constant fragments
 )
 _FENCE = text(f"SELECT {FENCED_EPOCH}")
-# The fence as a statement that aborts its transaction when stale (migration 0026's
+# The fence as a statement that aborts its transaction when stale (migration 0028's
 # ``inner_plane_check`` raises SQLSTATE IP409): sent in one round trip with statements after it
 # and the COMMIT, which then ends as a rollback. The read stays here, in sight of the plan test.
 _FENCE_CHECK_SQL = f"""

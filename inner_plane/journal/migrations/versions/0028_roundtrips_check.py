@@ -3,15 +3,15 @@ transaction's COMMIT can ride in the same round trip as the statements it depend
 closing: a stale holder's COMMIT ends as a rollback). It only raises: the condition stays in the
 calling statement, in sight of the query-plan test.
 
-Revision ID: 0026_roundtrips_check
-Revises: 0025_quiet_events
+Revision ID: 0028_roundtrips_check
+Revises: 0027_scale_delegates
 Create Date: 2026-12-03
 """
 
 from alembic import op
 
-revision = "0026_roundtrips_check"
-down_revision = "0025_quiet_events"
+revision = "0028_roundtrips_check"
+down_revision = "0027_scale_delegates"
 branch_labels = None
 depends_on = None
 
