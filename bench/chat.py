@@ -50,10 +50,12 @@ DELEGATE = "bench"
 PATH = f"/v1/delegates/{DELEGATE}/conversation"
 
 
-def serve(stores: Stores, app: str) -> tuple[subprocess.Popen[bytes], str]:
-    """One uvicorn process serving ``app`` (an ASGI factory), without a concurrency cap."""
+def serve(stores: Stores, app: str, **extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """One uvicorn process serving ``app`` (an ASGI factory), without a concurrency cap;
+    ``extra``: more environment (settings)."""
     port = free_port()
     env = stores.env(
+        **extra,
         INNER_PLANE_CHAT_TURNS_PER_MINUTE="100000000",
         # Room for the 1,000 streams of (c) (the defaults keep a process to 150, 10 per token).
         INNER_PLANE_API_STREAMS=str(STREAMS + 50),

@@ -60,6 +60,7 @@ BENCHES = (
     "capacity",
     "chaos",
     "chat",
+    "channels",
     "make_test",
 )
 TARGETS = (
@@ -147,6 +148,12 @@ TARGETS = (
     Target("chat", "streams_held", 1000.0),
     Target("chat", "streams_relay_p99_ms", 100.0, higher_is_better=False),
     Target("chat", "streams_rss_growth_mb", 150.0, higher_is_better=False),
+    # Issue 24: a mail appended to the mailbox until its turn is journaled, under IDLE; a signed
+    # text's webhook over a bare route that inserts one row.
+    Target("channels", "mail_to_turn_p99_s", 2.0, higher_is_better=False),
+    Target("channels", "mail_to_turn_vs_idle_p99", None),
+    Target("channels", "sms_webhook_p99_ms", None),
+    Target("channels", "sms_webhook_vs_bare_p99", 2.0, higher_is_better=False),
     # Issue 30: `make test` on a fresh clone, the install included (--quick: unit tests only),
     # and how many tests it ran (both legs; not fewer than before the suite was parallelised).
     Target("make_test", "make_test_s", 420.0, higher_is_better=False),

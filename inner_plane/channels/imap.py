@@ -208,34 +208,56 @@ def _watch_connected(
     runtime: Runtime,
     store: Mailboxes,
     delegate_id: str,
-    client: IMAPClient,
+    watcher: IMAPClient,
     stop: Stop,
     on_poll: Callable[[PollReport], None] | None,
 ) -> None:
+    """Two connections: ``watcher`` sits in IDLE, a second one reads. The read runs after IDLE
+    has begun (so a mail that arrived before it is read then, and one that arrives after it is
+    announced): no mail falls between a read and the start of IDLE."""
     settings = runtime.settings
-    while not stop.is_set():
-        mailbox = store.get(delegate_id)
-        if mailbox is None:
-            return
-        report = read_new(runtime, mailbox, client)
-        if on_poll is not None:
-            on_poll(report)
-        if report.backlog:
-            continue  # more to read before waiting
-        if not report.idle_supported:
+    mailbox = store.get(delegate_id)
+    if mailbox is None:
+        return
+    reader = connect(runtime, mailbox)
+    try:
+
+        def read() -> bool:
+            current = store.get(delegate_id)
+            if current is None:
+                return False
+            report = read_new(runtime, current, reader)
+            if on_poll is not None:
+                on_poll(report)
+            while report.backlog and not stop.is_set():
+                current = store.get(delegate_id) or current
+                report = read_new(runtime, current, reader)
+                if on_poll is not None:
+                    on_poll(report)
+            return True
+
+        if b"IDLE" not in watcher.capabilities():
             store.idling(delegate_id, False)
-            stop.wait(settings.mail_poll_interval_s)
-            continue
-        store.idling(delegate_id, True)
-        client.idle()
-        deadline = time.monotonic() + settings.mail_idle_s
-        try:
-            while not stop.is_set() and time.monotonic() < deadline:
-                # Short waits, so that stop is heard within a second.
-                if any(_announces_mail(r) for r in client.idle_check(timeout=1.0)):
-                    break
-        finally:
-            client.idle_done()
+            while not stop.is_set() and read():
+                stop.wait(settings.mail_poll_interval_s)
+            return
+        watcher.select_folder(mailbox.folder, readonly=True)
+        while not stop.is_set():
+            watcher.idle()
+            try:
+                store.idling(delegate_id, True)
+                if not read():
+                    return
+                deadline = time.monotonic() + settings.mail_idle_s
+                while not stop.is_set() and time.monotonic() < deadline:
+                    # Short waits, so that stop is heard within a second.
+                    announced = watcher.idle_check(timeout=1.0)
+                    if any(_announces_mail(r) for r in announced) and not read():
+                        return
+            finally:
+                watcher.idle_done()
+    finally:
+        _close(reader)
 
 
 def _announces_mail(response: Any) -> bool:

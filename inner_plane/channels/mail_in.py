@@ -38,7 +38,7 @@ from inner_plane.outbound.channels import message_id
 from inner_plane.outbound.deliver import disposition_key
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import Trust
+from inner_plane.signals.model import SignalError, Trust
 
 CHANNEL = "email"
 KIND = "email.received"
@@ -74,13 +74,20 @@ def _domains(runtime: Runtime, mailbox: Mailbox) -> list[str]:
     return found
 
 
+# A stranger's mail as signal data stays well inside the signal's size limit (64 KiB of JSON,
+# every character possibly escaped to six bytes).
+SIGNAL_TEXT = 4_000
+SIGNAL_ATTACHMENTS = 20
+
+
 def _signal_data(mail: ParsedMail, address: str | None, verdict: Verdict) -> dict[str, object]:
     return {
         "from": (address or mail_parse.clean_line(" ".join(mail.sender.from_), 200))[:254],
-        "subject": mail.subject,
-        "text": mail.text[:8_000],
+        "subject": mail.subject[:300],
+        "text": mail.text[:SIGNAL_TEXT],
         "attachments": [
-            {"name": a.name, "type": a.content_type, "size": a.size} for a in mail.attachments
+            {"name": a.name[:100], "type": a.content_type[:100], "size": a.size}
+            for a in mail.attachments[:SIGNAL_ATTACHMENTS]
         ],
         "why_not_the_person": verdict.reason,
     }
@@ -179,24 +186,28 @@ def _stranger(
 ) -> MailOutcome:
     delegate = mailbox.delegate_id
     outcome = "ambient" if mailbox.strangers == "ambient" else "dropped"
+    reason = verdict.reason
     if outcome == "ambient" and not messages.known(runtime.engine, delegate, CHANNEL, known_as):
-        publish(
-            kind=KIND,
-            source="mail",
-            delegate_id=delegate,
-            trust=Trust.UNTRUSTED,
-            data=_signal_data(mail, verdict.address, verdict),
-            dedup_key="mail:" + hashlib.sha256(known_as.encode()).hexdigest()[:40],
-            runtime=runtime,
-            via="mail",
-        )
+        try:
+            publish(
+                kind=KIND,
+                source="mail",
+                delegate_id=delegate,
+                trust=Trust.UNTRUSTED,
+                data=_signal_data(mail, verdict.address, verdict),
+                dedup_key="mail:" + hashlib.sha256(known_as.encode()).hexdigest()[:40],
+                runtime=runtime,
+                via="mail",
+            )
+        except SignalError as refused:  # never a stuck mail: recorded as dropped, with why
+            outcome, reason = "dropped", f"not a valid signal ({refused.field})"
     incoming = messages.Incoming(
         delegate_id=delegate,
         channel=CHANNEL,
         external_id=known_as,
         address=(verdict.address or "")[:254],
         verdict=outcome,
-        reason=verdict.reason,
+        reason=reason,
         subject=mail.subject,
     )
     with runtime.engine.begin() as connection:
@@ -204,8 +215,8 @@ def _stranger(
             return MailOutcome("duplicate", "uid seen before")
         new = messages.record(connection, incoming)
     if new:
-        _received(delegate, outcome, verdict.reason, uid)
-    return MailOutcome(outcome if new else "duplicate", verdict.reason)
+        _received(delegate, outcome, reason, uid)
+    return MailOutcome(outcome if new else "duplicate", reason)
 
 
 def refuse(

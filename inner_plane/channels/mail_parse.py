@@ -80,7 +80,7 @@ def external_id(mail: ParsedMail, raw: bytes) -> str:
 def clean_line(value: str, limit: int) -> str:
     """One line of visible text: control and format characters (CR, LF, bidi overrides)
     become spaces, runs of spaces one, at most ``limit`` characters."""
-    chars = [" " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in value]
+    chars = [" " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") else c for c in value]
     return " ".join("".join(chars).split())[:limit]
 
 
@@ -88,7 +88,9 @@ def _values(message: Message, name: str) -> tuple[str, ...]:
     found = []
     for value in (message.get_all(name) or [])[:MAX_HEADER_VALUES]:
         try:
-            found.append(str(value))
+            # Raw non-UTF-8 bytes arrive as lone surrogates: made storable (and encodable)
+            # before anything reads, keys or stores them.
+            found.append(storable_text(str(value)))
         except Exception:  # a header the policy cannot render
             found.append("")
     return tuple(found)
@@ -183,7 +185,11 @@ def parse(raw: bytes) -> ParsedMail:
         if disposition == "attachment" or name or not content_type.startswith("text/"):
             if len(attachments) < MAX_ATTACHMENTS:
                 attachments.append(
-                    Attachment(clean_line(str(name or "unnamed"), 200), content_type, _size(part))
+                    Attachment(
+                        storable_text(clean_line(str(name or "unnamed"), 200)),
+                        storable_text(content_type),
+                        _size(part),
+                    )
                 )
             continue
         if content_type == "text/plain" and plain is None:

@@ -18,13 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
+from sqlalchemy import Connection
+
 from inner_plane import logs
 from inner_plane.channels.identity import phone_owner
 from inner_plane.channels.mail_parse import clean_line
 from inner_plane.journal.channels import messages
+from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane import notifications
-from inner_plane.journal.lane.user_turns import UnknownQuestion, queue_on
-from inner_plane.journal.people.people import PeopleJournal
+from inner_plane.journal.lane.user_turns import queue_on
+from inner_plane.journal.people.people import phone_owners
 from inner_plane.lane.user_turns import wake_for_user_turn
 from inner_plane.outbound.deliver import question_of_key
 from inner_plane.people import model
@@ -61,6 +64,7 @@ class TextOutcome:
     reason: str
     delegate_id: str | None = None
     turn_id: uuid.UUID | None = None
+    question_id: uuid.UUID | None = None
 
 
 def read_text(params: Mapping[str, str], account_sid: str) -> Text:
@@ -99,16 +103,48 @@ def turn_text(text: Text) -> str:
     return said
 
 
-def take_text(runtime: Runtime, text: Text) -> TextOutcome:
-    """Journal one text (once per MessageSid)."""
-    owners = [] if text.number is None else PeopleJournal(runtime.engine).owners_of(text.number)
-    who = phone_owner(text.number, owners)
-    if who.delegate_id is None:
-        logs.emit("sms_received", outcome="unknown", reason=who.reason, sid=text.sid)
-        return TextOutcome("unknown", who.reason)
-    delegate = who.delegate_id
+def take_text(runtime: Runtime, text: Text, wake: bool = True) -> TextOutcome:
+    """Journal one text (once per MessageSid): who sent it, the question it answers, its
+    message row and its turn, in one transaction; then wake the lane (``wake=False``: the
+    caller does, e.g. after answering the provider)."""
+    said = turn_text(text)
+    # Autocommit: the lookups are reads, the journaling is one statement (the message and its
+    # turn), so a text costs a few round trips and no transaction.
+    with single_statement(runtime.engine) as connection:
+        owners = [] if text.number is None else phone_owners(connection, text.number)
+        who = phone_owner(text.number, [delegate for delegate, _ in owners])
+        if who.delegate_id is None:
+            outcome = TextOutcome("unknown", who.reason)
+        else:
+            outcome = _journal(connection, who.delegate_id, owners[0][1], text, said)
+    if outcome.verdict == "unknown":
+        logs.emit("sms_received", outcome="unknown", reason=outcome.reason, sid=text.sid)
+        return outcome
+    delegate = outcome.delegate_id
+    if outcome.verdict == "duplicate":
+        logs.emit("sms_received", delegate=delegate, outcome="duplicate", sid=text.sid)
+        return outcome
+    answering = {} if outcome.question_id is None else {"in_reply_to": outcome.question_id}
+    logs.emit(
+        "user_turn_queued", id=outcome.turn_id, delegate=delegate, channel=CHANNEL, **answering
+    )
+    logs.emit("sms_received", delegate=delegate, outcome="turn", sid=text.sid)
+    assert delegate is not None
+    if wake:
+        wake_for_user_turn(runtime, delegate)
+    return outcome
+
+
+def _journal(
+    connection: Connection, delegate: str, preferred: str, text: Text, said: str
+) -> TextOutcome:
     turn_id = messages.message_uuid(delegate, CHANNEL, text.sid)
-    asked = notifications.latest_sent(runtime.engine, delegate, CHANNEL, QUESTION_WINDOW)
+    # Only a person reached by text was asked anything by text.
+    asked = (
+        notifications.latest_question_on(connection, delegate, CHANNEL, QUESTION_WINDOW)
+        if preferred == CHANNEL
+        else None
+    )
     question = None if asked is None else question_of_key(asked)
     incoming = messages.Incoming(
         delegate_id=delegate,
@@ -116,21 +152,14 @@ def take_text(runtime: Runtime, text: Text) -> TextOutcome:
         external_id=text.sid,
         address=text.number or "",
         verdict="turn",
-        reason=who.reason,
+        reason="the person",
         turn_id=turn_id,
         question_id=None if question is None else uuid.UUID(question),
     )
-    said = turn_text(text)
-    with runtime.engine.begin() as connection:
-        if not messages.record(connection, incoming):
-            logs.emit("sms_received", delegate=delegate, outcome="duplicate", sid=text.sid)
-            return TextOutcome("duplicate", "MessageSid seen before", delegate)
-        try:
-            queue_on(connection, delegate, CHANNEL, said, turn_id, incoming.question_id)
-        except UnknownQuestion:  # the question is gone (retention): a plain turn
-            queue_on(connection, delegate, CHANNEL, said, turn_id)
-    answering = {} if question is None else {"in_reply_to": question}
-    logs.emit("user_turn_queued", id=turn_id, delegate=delegate, channel=CHANNEL, **answering)
-    logs.emit("sms_received", delegate=delegate, outcome="turn", sid=text.sid)
-    wake_for_user_turn(runtime, delegate)
-    return TextOutcome("turn", who.reason, delegate, turn_id)
+    recorded = messages.record_turn(connection, incoming, said)
+    if not recorded.new:
+        return TextOutcome("duplicate", "MessageSid seen before", delegate)
+    if not recorded.question_known:  # the question is gone (retention): a plain turn
+        queue_on(connection, delegate, CHANNEL, said, turn_id)
+        return TextOutcome("turn", "the person", delegate, turn_id)
+    return TextOutcome("turn", "the person", delegate, turn_id, incoming.question_id)

@@ -405,11 +405,20 @@ def create_app(
                     "description": "A person token of the delegate (`inner-plane delegates "
                     "token NAME`), or the chat page's session cookie",
                 },
+                "twilio": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-Twilio-Signature",
+                    "description": "Twilio's webhook signature (HMAC-SHA1 of the public URL and "
+                    "the sorted form parameters, keyed by the auth token); docs/channels.md",
+                },
             }
             for path, operations in schema["paths"].items():
                 if path.startswith("/v1/"):
                     for operation in operations.values():
-                        if "conversation" in operation.get("tags", []):
+                        if "channels" in operation.get("tags", []):
+                            operation["security"] = [{"twilio": []}]
+                        elif "conversation" in operation.get("tags", []):
                             operation["security"] = [{"person": []}, {"operator": []}]
                         elif "operator" in operation.get("tags", []):
                             operation["security"] = [{"operator": []}]

@@ -19,10 +19,12 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
+from starlette.background import BackgroundTask
 from twilio.request_validator import RequestValidator
 
 from inner_plane import logs
 from inner_plane.channels.sms_in import TextRefused, read_text, take_text
+from inner_plane.lane.user_turns import wake_for_user_turn
 from inner_plane.runtime import Runtime
 from inner_plane.sources import auth_throttle, errors
 from inner_plane.sources.errors import ApiError
@@ -32,6 +34,22 @@ PATH = "/v1/channels/sms/twilio"
 SIGNATURE_HEADER = "x-twilio-signature"
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 MAX_PARAMETERS = 100
+FORM_BODY = {
+    "required": True,
+    "content": {
+        "application/x-www-form-urlencoded": {
+            "schema": {
+                "type": "object",
+                "description": "Twilio's incoming-message parameters (more may come)",
+                "properties": {
+                    name: {"type": "string"}
+                    for name in ("MessageSid", "AccountSid", "From", "To", "Body", "NumMedia")
+                },
+                "required": ["MessageSid", "AccountSid", "From"],
+            }
+        }
+    },
+}
 
 
 def _refused(status: int, error: str, message: str, field: str | None = None) -> ApiError:
@@ -58,14 +76,51 @@ def parameters(body: bytes) -> dict[str, str]:
     return found
 
 
+def _admit_and_take(
+    runtime: Runtime,
+    client: str | None,
+    url: str,
+    params: dict[str, str],
+    signature: str | None,
+) -> str | None:
+    """In a worker thread: the throttle (before any hash), the signature, the text journaled;
+    the delegate whose lane is to be woken (None: nothing to wake). Raises ApiError (429, 403,
+    400, 503)."""
+    settings = runtime.settings
+    assert settings.twilio_auth_token and settings.twilio_account_sid
+    verdict = auth_throttle.check(runtime, client, None)
+    if verdict.retry_after is not None:
+        raise errors.rate_limited(verdict.retry_after)
+    validator = RequestValidator(settings.twilio_auth_token)
+    if not signature or len(signature) > 200 or not validator.validate(url, params, signature):
+        auth_throttle.record_failure(runtime, client, None)
+        logs.emit("sms_refused", client=client, reason="signature")
+        raise _refused(403, "forbidden", "missing or invalid X-Twilio-Signature")
+    try:
+        text = read_text(params, settings.twilio_account_sid)
+    except TextRefused as refused:
+        logs.emit("sms_refused", client=client, reason=refused.field)
+        raise _refused(400, "invalid_text", refused.problem, field=refused.field) from None
+    try:
+        outcome = take_text(runtime, text, wake=False)
+    except JOURNAL_DOWN:
+        raise errors.unavailable() from None  # the provider retries a 5xx
+    return outcome.delegate_id if outcome.verdict == "turn" else None
+
+
 def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
     router = APIRouter()
 
     @router.post(
         PATH,
         summary="A text message from the person's phone (Twilio-compatible webhook)",
+        tags=["channels"],
+        openapi_extra={"requestBody": FORM_BODY},
         responses={
-            200: {"description": "Accepted (or from an unknown number): an empty TwiML answer"},
+            200: {
+                "description": "Accepted (or from an unknown number): an empty TwiML answer",
+                "content": {"text/xml": {"schema": {"type": "string"}}},
+            },
             400: {"model": errors.ErrorBody, "description": "Not a text message"},
             403: {"model": errors.ErrorBody, "description": "Signature missing or wrong"},
             404: {"model": errors.ErrorBody, "description": "SMS is not configured"},
@@ -81,12 +136,10 @@ def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
         client = client_of(request)
         if not (settings.twilio_auth_token and settings.twilio_account_sid):
             raise _refused(404, "not_found", "SMS is not configured")
-        # Throttle before hash: a known-throttled address costs a dictionary lookup, and one
-        # over its limit in Redis a round trip; neither computes a signature.
+        # Throttle before hash: an address this process knows is throttled costs a dictionary
+        # lookup; one over its limit in Redis a round trip (below); neither computes a
+        # signature.
         refuse_known_throttled(request, client)
-        verdict = await run_in_threadpool(auth_throttle.check, runtime, client, None)
-        if verdict.retry_after is not None:
-            raise errors.rate_limited(verdict.retry_after)
         body = await read_body(request, settings.sms_max_body_bytes)
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/x-www-form-urlencoded":
@@ -94,20 +147,11 @@ def build_router(runtime_factory: Callable[[], Runtime]) -> APIRouter:
         params = parameters(body)
         signature = request.headers.get(SIGNATURE_HEADER)
         url = settings.sms_webhook_url or str(request.url)
-        validator = RequestValidator(settings.twilio_auth_token)
-        if not signature or len(signature) > 200 or not validator.validate(url, params, signature):
-            await run_in_threadpool(auth_throttle.record_failure, runtime, client, None)
-            logs.emit("sms_refused", client=client, reason="signature")
-            raise _refused(403, "forbidden", "missing or invalid X-Twilio-Signature")
-        try:
-            text = read_text(params, settings.twilio_account_sid)
-        except TextRefused as refused:
-            logs.emit("sms_refused", client=client, reason=refused.field)
-            raise _refused(400, "invalid_text", refused.problem, field=refused.field) from None
-        try:
-            await run_in_threadpool(take_text, runtime, text)
-        except JOURNAL_DOWN:
-            raise errors.unavailable() from None  # the provider retries a 5xx
-        return Response(EMPTY_TWIML, media_type="text/xml")
+        # One thread hop for the rest: the Redis throttle check, the signature, the journal.
+        woken = await run_in_threadpool(_admit_and_take, runtime, client, url, params, signature)
+        # The turn is journaled: the provider is answered now, the lane woken after (a lost
+        # wake costs one sweep period; the sweeper wakes queued turns).
+        later = None if woken is None else BackgroundTask(wake_for_user_turn, runtime, woken)
+        return Response(EMPTY_TWIML, media_type="text/xml", background=later)
 
     return router

@@ -124,6 +124,16 @@ def parts(draw: st.DrawFn, depth: int = 0) -> bytes:
     return f"Content-Type: text/{kind}{declared}".encode() + CRLF + transfer + CRLF + CRLF + payload
 
 
+RAW_HEADERS = [
+    b"From: \xe9ve \xff<eve@evil.test>",
+    b"Message-ID: <\xff\xfe\x80@x>",
+    b"References: <\xc3\x28@x> <ok@x>",
+    b"Subject: \xff\xfe\xfd",
+    b"Sender: \xff@\xfe",
+    b'Content-Disposition: attachment; filename="\xff\xfe.pdf"',
+]
+
+
 @st.composite
 def mails(draw: st.DrawFn) -> bytes:
     sender = draw(SENDERS)
@@ -155,6 +165,9 @@ def mails(draw: st.DrawFn) -> bytes:
     if draw(st.booleans()):
         headers.append("X-Huge: " + "y" * draw(st.integers(0, 200_000)))
     head = CRLF.join(h.encode("utf-8", "surrogatepass") for h in headers)
+    # Raw bytes that are no text at all, where the standard parser keeps them as surrogates.
+    raw_lines = draw(st.lists(st.sampled_from(RAW_HEADERS), max_size=3))
+    head = CRLF.join([head, *raw_lines]) if raw_lines else head
     return head + CRLF + draw(parts())
 
 

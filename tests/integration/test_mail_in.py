@@ -266,3 +266,32 @@ def test_a_poller_killed_between_reading_and_journaling_journals_the_mail_once(
     assert polled(runtime).outcomes == {"turn": 1}
     assert polled(runtime).outcomes == {}
     assert len(turns(runtime)) == 1
+
+
+def test_a_mailbox_over_tls_is_read_and_a_wrong_certificate_refused(runtime: Runtime) -> None:
+    """IMAPS with the server's certificate checked (MAIL_CA_FILE): read; without that CA, the
+    poll fails and says so on the mailbox, reading nothing."""
+    with Dovecot(["ada"], tls=True) as server:
+        directory.add(runtime, "ada", display_name="Ada", emails=[PERSON])
+        box = mailbox.set_mailbox(
+            runtime,
+            "ada",
+            address="delegate@example.net",
+            host="127.0.0.1",
+            port=server.tls_port,
+            security="tls",
+            username="ada",
+            password=PASSWORD,
+            require_authenticated=False,
+        )
+        server.append("ada", a_mail())
+        untrusted = imap.poll(runtime, box)
+        assert untrusted.error is not None and "CERTIFICATE" in untrusted.error.upper()
+        assert turns(runtime) == []
+        trusting = replace(
+            runtime,
+            settings=runtime.settings.model_copy(update={"mail_ca_file": server.ca_file}),
+        )
+        current = mailbox.get(trusting, "ada")
+        assert current is not None
+        assert imap.poll(trusting, current).outcomes == {"turn": 1}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -500,4 +500,71 @@ def test_people_tokens_questions_and_the_outbox_read_by_index(history: Runtime) 
     finally:
         GROWING.difference_update(PEOPLE_TABLES)
     assert checked >= 10, f"only {checked} statements of the people's tables recorded"
+    assert scans == {}, "sequential scans:\n" + "\n\n".join(f"{t}: {s}" for s, t in scans.items())
+
+
+CHANNEL_TABLES = {"channel_messages", "mail_seen", "mailboxes", "people", "notifications"}
+
+
+def test_mail_and_sms_read_and_write_by_index(history: Runtime) -> None:
+    """A mail and a text taken in, their answers sent, the poll cursor, status's and /metrics'
+    reads, the timeline's lookup: no sequential scan of the channels' tables."""
+    from email.message import EmailMessage
+    from email.utils import format_datetime, make_msgid
+
+    from inner_plane.channels import mail_in, mailbox
+    from inner_plane.channels.replies import send_answers
+    from inner_plane.channels.sms_in import Text, take_text
+    from inner_plane.journal.channels import messages
+    from inner_plane.journal.channels import overview as channel_overview
+    from inner_plane.journal.database import engine_rows, reading
+    from inner_plane.journal.lane import notifications
+    from inner_plane.people import directory
+
+    GROWING.update(CHANNEL_TABLES)
+    try:
+        with StatementLog(history.engine) as log:
+            directory.add(
+                history, "p1", display_name="P", emails=["p@example.org"],
+                phones=["+4915112345678"], preferred_channel="sms",
+            )  # fmt: skip
+            box = mailbox.set_mailbox(
+                history, "p1", address="d@example.net", host="127.0.0.1", security="plain",
+                username="u", password="x", require_authenticated=False,
+            )  # fmt: skip
+            for n, sender in enumerate(("p@example.org", "eve@evil.test")):
+                mail = EmailMessage()
+                mail["From"], mail["Subject"] = sender, f"s{n}"
+                mail["Date"] = format_datetime(datetime.now(UTC))
+                mail["Message-ID"] = make_msgid()
+                mail.set_content("hello")
+                mail_in.take_mail(history, box, bytes(mail), 7, n + 1)
+            messages.seen_uids(history.engine, "p1", box.name, 7, [1, 2, 3])
+            take_text(history, Text("SM" + "a" * 32, "+4915112345678", "hi", 0))
+            take_text(history, Text("SM" + "b" * 32, "+4915199999999", "who", 0))
+            Lane(history, InstantAgent(), ContextComposer(history), holder="plans").run("p1")
+            messages.any_answerable(history.engine)
+            send_answers(history)  # no SMTP, no provider: both fail, recorded
+            messages.pending_replies(history.engine)
+            messages.of_turns(history.engine, [uuid.uuid4()])
+            notifications.latest_sent(history.engine, "p1", "sms", timedelta(days=1))
+            with reading(history.engine) as connection:
+                rows = engine_rows(connection)
+                channel_overview.mailboxes(rows)
+                channel_overview.answers_pending(rows)
+        checked = 0
+        scans: dict[str, list[str]] = {}
+        for statement, parameters in log.statements.items():
+            if not any(table in statement for table in CHANNEL_TABLES):
+                continue
+            head = statement.lstrip().split(None, 1)[0].upper()
+            if head not in {"SELECT", "WITH", "UPDATE", "DELETE", "INSERT"}:
+                continue
+            checked += 1
+            found = _explain(history.engine, statement, parameters)
+            if found:
+                scans[" ".join(statement.split())] = found
+    finally:
+        GROWING.difference_update(CHANNEL_TABLES)
+    assert checked >= 12, f"only {checked} statements of the channels' tables recorded"
     assert scans == {}, "sequential scans:\n" + "\n\n".join(f"{t}: {s}" for s, t in scans.items())

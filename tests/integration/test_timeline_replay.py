@@ -233,7 +233,7 @@ def test_a_dry_run_turn_never_shows_the_users_words_as_the_assistants(rt: Runtim
     entries = replay(rt.engine, "default")
     said = {e["label"]: e["summary"] for e in entries if e["role"] in ("user", "assistant")}
     assert said == {
-        "User": "what did you learn today?",
+        "User (by SMS)": "what did you learn today?",  # the turn's channel, in its label
         "Assistant": "(no reply: dry run, no model configured)",
     }
 

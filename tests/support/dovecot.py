@@ -35,7 +35,7 @@ base_dir = {dir}/run
 state_dir = {dir}/state
 log_path = {dir}/dovecot.log
 info_log_path = {dir}/dovecot.log
-ssl = no
+{ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_internal_user = dovecot
@@ -56,7 +56,9 @@ service imap-login {{
     port = {port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {tls_port}
+    ssl = yes
   }}
 }}
 service anvil {{
@@ -68,16 +70,60 @@ service imap-login {{
 """
 
 
+def _certificate(cert: Path, key: Path) -> None:
+    """A self-signed certificate for 127.0.0.1 (cryptography), for the TLS tests."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    made = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(private.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(private, hashes.SHA256())
+    )
+    cert.write_bytes(made.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    os.chmod(key, 0o600)
+
+
 class Dovecot:
     """``with Dovecot(["ada"]) as imap:`` one server; ``imap.restart()`` kills and
     starts it again on the same port with the same mail."""
 
-    def __init__(self, users: list[str], port: int | None = None) -> None:
+    def __init__(self, users: list[str], port: int | None = None, tls: bool = False) -> None:
+        """With ``tls``, also IMAPS on ``tls_port`` with a certificate for 127.0.0.1 made for
+        the test (``ca_file`` verifies it)."""
         # Not under pytest's tmp_path: its parents are private to root.
         self.dir = Path(tempfile.mkdtemp(prefix="inner-plane-dovecot-"))
         self.users = users
         self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.tls = tls
+        self.tls_port = free_port() if tls else 0
+        self.ca_file = self.dir / "cert.pem"
 
     def _write(self) -> Path:
         # Dovecot's unprivileged processes (auth as dovecot, mail as nobody) must reach it.
@@ -91,8 +137,14 @@ class Dovecot:
         (self.dir / "passwd").write_text(
             "".join(f"{user}:{{PLAIN}}{PASSWORD}::::::\n" for user in self.users)
         )
+        ssl = "ssl = no"
+        if self.tls:
+            _certificate(self.dir / "cert.pem", self.dir / "key.pem")
+            ssl = f"ssl = yes\nssl_cert = <{self.dir}/cert.pem\nssl_key = <{self.dir}/key.pem"
         config = self.dir / "dovecot.conf"
-        config.write_text(CONFIG.format(dir=self.dir, port=self.port))
+        config.write_text(
+            CONFIG.format(dir=self.dir, port=self.port, tls_port=self.tls_port, ssl=ssl)
+        )
         return config
 
     def start(self) -> None:

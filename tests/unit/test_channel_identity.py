@@ -126,3 +126,34 @@ def test_a_number_is_one_persons_or_nobodys() -> None:
     assert phone_owner("+4915112345678", []).delegate_id is None
     assert phone_owner("+4915112345678", ["ada", "bob"]).delegate_id is None
     assert phone_owner(None, ["ada"]).delegate_id is None
+
+
+def test_a_mailbox_setting_names_the_bad_field_and_never_takes_plain_text_off_loopback() -> None:
+    import pytest
+
+    from inner_plane.channels.mailbox import MailboxError, fields
+
+    good = {
+        "address": "d@example.net",
+        "host": "imap.example.net",
+        "username": "d",
+        "password": "x",
+    }
+    assert fields(**good)["port"] == 993
+    assert fields(**good, security="starttls")["port"] == 143
+    for change, field in (
+        ({"address": "not-an-address"}, "address"),
+        ({"security": "plain"}, "security"),  # plain text to a remote server
+        ({"security": "ssl3"}, "security"),
+        ({"port": 70000}, "port"),
+        ({"strangers": "reply"}, "strangers"),
+        ({"password": ""}, "password"),
+        ({"password": "a\x00b"}, "password"),
+        ({"host": "imap example"}, "host"),
+        ({"username": ""}, "username"),
+        ({"folder": "In\nbox"}, "folder"),
+    ):
+        with pytest.raises(MailboxError) as refused:
+            fields(**{**good, **change})  # type: ignore[arg-type]
+        assert refused.value.field == field, change
+    assert fields(**{**good, "host": "127.0.0.1", "security": "plain"})["port"] == 143

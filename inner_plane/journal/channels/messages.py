@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import UUID
 
 from inner_plane.journal.database import reading, typed_row
+from inner_plane.journal.lane.user_turns import queue_ctes
 from inner_plane.journal.tables import METADATA
 
 MAIL_SEEN = Table(
@@ -165,6 +166,53 @@ def record(connection: Connection, message: Incoming) -> bool:
         ).first()
         is not None
     )
+
+
+# The message and its turn in one statement (and so in one round trip, in autocommit): the
+# turn is queued only when the message is new (a replay inserts neither).
+_RECORD_TURN = text(
+    f"""
+    WITH message AS (
+        INSERT INTO channel_messages
+            (id, delegate_id, channel, external_id, address, subject, thread, verdict, reason,
+             turn_id, question_id, reply_state)
+        VALUES (:message, :delegate, :channel, :external, :address, :subject, :thread, 'turn',
+                :reason, :id, CAST(:reply_to AS uuid), 'pending')
+        ON CONFLICT DO NOTHING RETURNING id
+    ), {queue_ctes("EXISTS (SELECT 1 FROM message)")}
+    SELECT (SELECT id FROM message) AS message, (SELECT ok FROM known) AS known,
+           (SELECT id FROM inserted) AS turn
+    """  # noqa: S608 - constant text of the turns' module
+)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    new: bool  # the message was not seen before (and its turn is queued)
+    question_known: bool  # its question (if any) is this delegate's
+
+
+def record_turn(connection: Connection, message: Incoming, said: str) -> Recorded:
+    """A person's message and its turn (``said``) in one statement. A question that is not
+    (or no longer) the delegate's queues no turn: the caller records the turn without it."""
+    assert message.turn_id is not None
+    row = connection.execute(
+        _RECORD_TURN,
+        {
+            "message": message_uuid(message.delegate_id, message.channel, message.external_id),
+            "delegate": message.delegate_id,
+            "channel": message.channel,
+            "external": message.external_id,
+            "address": message.address,
+            "subject": message.subject,
+            "thread": message.thread,
+            "reason": message.reason,
+            "id": message.turn_id,
+            "reply_to": message.question_id,
+            "text": said,
+        },
+    ).one()
+    return Recorded(row.message is not None, bool(row.known))
 
 
 def known(engine: Engine, delegate_id: str, channel: str, external_id: str) -> bool:

@@ -188,19 +188,22 @@ def latest_sent(engine: Engine, delegate_id: str, channel: str, within: timedelt
     """The effect key of the newest question (a needs_input disposition) sent to the person on
     ``channel`` within ``within``: what a text with no thread answers."""
     with reading(engine) as connection:
-        return connection.execute(
-            text(
-                "SELECT effect_key FROM notifications WHERE delegate_id = :d AND channel = :c"
-                " AND state = 'sent' AND effect_key LIKE :asked"
-                " AND sent_at > now() - :within ORDER BY sent_at DESC LIMIT 1"
-            ),
-            {
-                "d": delegate_id,
-                "c": channel,
-                "within": within,
-                "asked": "disposition:%:needs_input",
-            },
-        ).scalar()
+        return latest_question_on(connection, delegate_id, channel, within)
+
+
+def latest_question_on(
+    connection: Connection, delegate_id: str, channel: str, within: timedelta
+) -> str | None:
+    """:func:`latest_sent` on the caller's connection (inside its transaction)."""
+    key: str | None = connection.execute(
+        text(
+            "SELECT effect_key FROM notifications WHERE delegate_id = :d AND channel = :c"
+            " AND state = 'sent' AND effect_key LIKE :asked"
+            " AND sent_at > now() - :within ORDER BY sent_at DESC LIMIT 1"
+        ),
+        {"d": delegate_id, "c": channel, "within": within, "asked": "disposition:%:needs_input"},
+    ).scalar()
+    return key
 
 
 class SentNotification(TypedDict):

@@ -165,20 +165,28 @@ class UnknownQuestion(Exception):
     """``in_reply_to`` names no question of this delegate."""
 
 
-# The question must exist and be this delegate's; a turn id already queued inserts nothing.
-_QUEUE = text(
-    """
-    WITH known AS (
+def queue_ctes(guard: str = "TRUE") -> str:
+    """The common table expressions that queue a turn (``known``: the question it answers is
+    this delegate's, or none; ``inserted``: the turn, once per id), with the parameters :id,
+    :delegate, :channel, :text and :reply_to, inserting only where ``guard`` (an SQL condition
+    of the caller's statement) holds: a channel journals its message and the turn in one
+    statement with them."""
+    return f"""
+    known AS (
         SELECT CAST(:reply_to AS uuid) IS NULL OR EXISTS (
             SELECT 1 FROM questions
              WHERE id = CAST(:reply_to AS uuid) AND delegate_id = :delegate
         ) AS ok
     ), inserted AS (
         INSERT INTO user_turns (id, delegate_id, channel, text, in_reply_to)
-        SELECT :id, :delegate, :channel, :text, CAST(:reply_to AS uuid) FROM known WHERE known.ok
+        SELECT :id, :delegate, :channel, :text, CAST(:reply_to AS uuid) FROM known
+         WHERE known.ok AND ({guard})
         ON CONFLICT (id) DO NOTHING
         RETURNING id
-    )
-    SELECT (SELECT ok FROM known) AS known, (SELECT id FROM inserted) AS id
-    """
+    )"""  # noqa: S608 - the guard is the caller's constant SQL, never input
+
+
+# The question must exist and be this delegate's; a turn id already queued inserts nothing.
+_QUEUE = text(
+    f"WITH {queue_ctes()} SELECT (SELECT ok FROM known) AS known, (SELECT id FROM inserted) AS id"  # noqa: S608
 )

@@ -181,10 +181,7 @@ class PeopleJournal:
     def owners_of(self, phone: str) -> builtins.list[str]:
         """The delegates whose person has this number (E.164; index ix_people_phones)."""
         with reading(self.engine) as connection:
-            rows = connection.execute(
-                select(_T.c.delegate_id).where(_T.c.phones.contains([phone])).limit(2)
-            )
-            return [row.delegate_id for row in rows]
+            return [delegate for delegate, _ in phone_owners(connection, phone)]
 
     def remove(self, delegate_id: str) -> bool:
         """Remove the person (their tokens go with them: ON DELETE CASCADE)."""
@@ -192,6 +189,17 @@ class PeopleJournal:
             return bool(
                 connection.execute(_T.delete().where(_T.c.delegate_id == delegate_id)).rowcount
             )
+
+
+def phone_owners(connection: Connection, phone: str) -> list[tuple[str, str]]:
+    """(delegate, preferred channel) of the people who have this number, at most two (index
+    ix_people_phones): a number is one person's, or ambiguous."""
+    rows = connection.execute(
+        select(_T.c.delegate_id, _T.c.preferred_channel)
+        .where(_T.c.phones.contains([phone]))
+        .limit(2)
+    )
+    return [(row.delegate_id, row.preferred_channel) for row in rows]
 
 
 def _only_fields(values: dict[str, Any]) -> dict[str, Any]:
