@@ -175,8 +175,11 @@ class AcceptedTurnJson(BaseModel):
 
 class MessagePage(BaseModel):
     items: list[dict[str, Any]] = Field(
-        description="Oldest first: {id, role (person|assistant), text, at, channel, turn_id, "
-        "state (queued|running|answered|failed), reason, interrupted {reason, then}, proactive}"
+        description="Oldest first: {id, role (person|assistant), kind (message|question|notice), "
+        "text, subject (a notice's), question {id, about} (what a question asks: answer with "
+        "in_reply_to = its id), in_reply_to (the question a person's message answers), at, "
+        "channel, turn_id, state (queued|running|answered|failed), reason, "
+        "interrupted {reason, then}, proactive}"
     )
     before: str | None = Field(description="Cursor of the page before these (older); null: none")
 
@@ -325,7 +328,8 @@ def build_router(
         responses={200: {"content": {"text/event-stream": {}}}},
     )
     async def stream(delegate_id: str, request: Request, after: str | None = None) -> Response:
-        """Events: `message` (durable: the person's message, a reply, a proactive message),
+        """Events: `message` (durable: the person's message, a reply, a proactive message, a
+        question the delegate asks, a message it sent on the app channel),
         `turn` (durable: a turn's state changed), `delta` and `aborted` (the reply while the
         model writes it; not replayed), `status` (idle, answering, busy). Durable events carry
         ids: reconnect with `Last-Event-ID` to get every one missed, exactly once."""
