@@ -102,7 +102,10 @@
       item.appendChild(answer);
       questions[id] = item;
       item.setAttribute("data-question", id);
-      if (answered[id]) { item.setAttribute("data-answered", "true"); }
+      if (answered[id]) {
+        item.setAttribute("data-answered", "true");
+        answer.textContent = "Answer again";
+      }
     }
     if (message.in_reply_to) {
       item.setAttribute("data-reply", message.in_reply_to);
@@ -117,6 +120,7 @@
     var asked = questions[questionId];
     if (!asked) { return; }
     asked.setAttribute("data-answered", "true");
+    asked.querySelector(".answer").textContent = "Answer again";
     var meta = asked.querySelector(".meta");
     if (meta && meta.textContent.indexOf("answered") < 0) {
       meta.textContent = meta.textContent.replace("a question for you", "a question · answered");
