@@ -27,6 +27,7 @@ import redis
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane import logs, redis_keys
@@ -268,11 +269,14 @@ def build_router(
                 ) from None
         except JOURNAL_DOWN:
             raise errors.unavailable() from None
+        wake = None
         if accepted.created:
             logs.emit(
                 "user_turn_queued", id=accepted.id, delegate=delegate_id, channel=turn.channel
             )
-            wake_for_user_turn(runtime, delegate_id)
+            # After the answer is sent: the turn is journaled, and a wake lost with the process
+            # costs one sweep period (the sweeper wakes queued turns), not the turn.
+            wake = BackgroundTask(wake_for_user_turn, runtime, delegate_id)
         return AsciiJSONResponse(
             {
                 "turn_id": str(accepted.id),
@@ -280,6 +284,7 @@ def build_router(
                 "duplicate": not accepted.created,
             },
             status_code=202,
+            background=wake,
         )
 
     @router.post(

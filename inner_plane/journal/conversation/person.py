@@ -30,7 +30,7 @@ from typing import TypedDict
 from sqlalchemy import Connection, Engine, RowMapping, text
 
 from inner_plane.journal.conversation import events
-from inner_plane.journal.database import reading
+from inner_plane.journal.database import reading, single_statement
 
 # The states a person sees (user_turns.state done reads "answered").
 QUEUED, RUNNING, ANSWERED, FAILED = "queued", "running", "answered", "failed"
@@ -149,7 +149,9 @@ def accept_turn(
     }
     found = None
     for _ in range(3):  # a twin that rolled back between the statements: insert again
-        with engine.begin() as connection:
+        # The insert is one statement, atomic on its own: autocommit spares the BEGIN and
+        # COMMIT round trips on the path every turn takes.
+        with single_statement(engine) as connection:
             row = connection.execute(_ACCEPT, values).first()
             if row is not None:
                 return AcceptedTurn(row.id, _STATE[row.state], True)
