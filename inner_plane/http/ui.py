@@ -177,7 +177,10 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
         async def render() -> Response:
             def work(rt: Runtime) -> dict[str, Any]:
                 overview = delegate_reads.delegates_overview(
-                    rt.engine, wake_budget_per_hour=rt.settings.wake_budget_per_hour, limit=100
+                    rt.engine,
+                    wake_budget_per_hour=rt.settings.wake_budget_per_hour,
+                    daily_token_budget=rt.settings.daily_token_budget,
+                    limit=100,
                 )
                 names = [d["delegate_id"] for d in overview.items]
                 chosen = delegate or (names[0] if names else "default")
@@ -202,7 +205,10 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
             found = await load(
                 request,
                 lambda rt: delegate_reads.delegates_overview(
-                    rt.engine, wake_budget_per_hour=rt.settings.wake_budget_per_hour, limit=100
+                    rt.engine,
+                    wake_budget_per_hour=rt.settings.wake_budget_per_hour,
+                    daily_token_budget=rt.settings.daily_token_budget,
+                    limit=100,
                 ),
             )
             rows = [overview_view(d) for d in found.items]
