@@ -186,7 +186,7 @@ _SAID_COLUMNS = (
     "coalesce(e.payload->>'autonomous' = 'true', false) AS autonomous, "
     "e.payload->>'text' AS question_text, e.payload->>'question_id' AS question_id, "
     "e.payload->>'about' AS about, e.payload->>'subject' AS subject, "
-    "e.payload->>'body' AS body, e.payload->>'urgency' AS urgency"
+    "e.payload->>'body' AS body"
 )
 _SAID_BEFORE = text(
     f"SELECT {_SAID_COLUMNS} FROM conversation_events e "  # noqa: S608
