@@ -49,6 +49,14 @@ def client(runtime: Runtime, people: PersonTokens) -> Iterator[TestClient]:
         yield test_client
 
 
+def _app_person(rt: Runtime, people: PersonTokens, **person: str) -> str:
+    """Ada prefers the app; the test holds the delegate's lease (a tool call is fenced by
+    it). Her token."""
+    Leases(rt.engine).acquire("default", "test", 60)
+    directory.add(rt, "default", display_name="Ada", preferred_channel="app", **person)
+    return people.issue("default")
+
+
 def _notify(rt: Runtime, subject: str, context: ToolContext, urgency: str = "normal") -> Any:
     tool = build_registry(rt).get("notify_user")
     assert tool is not None
@@ -77,9 +85,7 @@ def test_app_messages_and_questions_are_in_the_conversation_once(
     runtime: Runtime, client: TestClient, people: PersonTokens
 ) -> None:
     rt = runtime
-    Leases(rt.engine).acquire("default", "test", 60)
-    directory.add(rt, "default", display_name="Ada", preferred_channel="app")
-    token = people.issue("default")
+    token = _app_person(rt, people)
 
     # notify_user on the app channel: a notice in the conversation, once whatever reruns.
     call = context_for(rt)
@@ -124,9 +130,7 @@ def test_a_question_rerun_and_its_app_delivery_make_one_message(
     runtime: Runtime, client: TestClient, people: PersonTokens
 ) -> None:
     rt = runtime
-    Leases(rt.engine).acquire("default", "test", 60)
-    directory.add(rt, "default", display_name="Ada", preferred_channel="app")
-    token = people.issue("default")
+    token = _app_person(rt, people)
     signal = publish(kind="task.input_required", source="copilot", data={}, runtime=rt)
     activation = activation_for(rt, [signal.id])
     settled = {signal.id: Settlement(Disposition.NEEDS_INPUT, "Which branch?")}
@@ -142,11 +146,9 @@ def test_an_app_message_in_quiet_hours_shows_once_when_they_end(
     runtime: Runtime, client: TestClient, people: PersonTokens
 ) -> None:
     rt = runtime
-    Leases(rt.engine).acquire("default", "test", 60)
     now = datetime.now(UTC)
     quiet = f"{now - timedelta(hours=1):%H:%M:%S}-{now + timedelta(hours=1):%H:%M:%S}"
-    directory.add(rt, "default", display_name="Ada", preferred_channel="app", quiet_hours=quiet)
-    token = people.issue("default")
+    token = _app_person(rt, people, quiet_hours=quiet)
     held = _notify(rt, "Digest", context_for(rt))
     assert held["deliveries"] == [{"channel": "app", "status": "waiting"}]
     _notify(rt, "Fire", context_for(rt, call=1), urgency="high")
@@ -164,9 +166,7 @@ def test_app_messages_and_questions_arrive_on_the_stream(
     runtime: Runtime, people: PersonTokens
 ) -> None:
     rt = runtime
-    Leases(rt.engine).acquire("default", "test", 60)
-    directory.add(rt, "default", display_name="Ada", preferred_channel="app")
-    headers = {"Authorization": f"Bearer {people.issue('default')}"}
+    headers = {"Authorization": f"Bearer {_app_person(rt, people)}"}
     with serving(create_app(lambda: rt, authenticate_person=people.authenticate)) as base:
         watch = StreamWatch(f"{base}{BASE}/stream", headers).start()
         watch.wait_for(lambda ev: any(e.kind == "status" for e in ev), "the first status")
