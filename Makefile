@@ -4,7 +4,7 @@ PYTHON ?= $(shell for p in python3.12 python3.11 python3; do command -v $$p >/de
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit install bench clean bytecode
+.PHONY: run test test-suite test-rabbitmq lint typecheck unit install bench clean bytecode
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is required" >&2; exit 1; }
@@ -33,11 +33,23 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict inner_plane workers beat_schedule
 
-# Two legs: the whole suite with Redis as broker, then the broker-relevant acceptance tests with
-# RabbitMQ as broker (one line saying it skipped when no RabbitMQ is reachable; CI=true requires it).
-test: lint typecheck bytecode
-	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
-	$(BIN)/python -m tests.support.rabbitmq_leg
+# Lint, types and the two test legs run side by side (make -j; each one's output is printed whole
+# when it ends, so they do not interleave): the whole suite with Redis as broker on TEST_WORKERS
+# pytest-xdist workers, and the broker-relevant acceptance tests with RabbitMQ as broker on
+# LEG_WORKERS (one line saying it skipped when no RabbitMQ is reachable; CI=true requires it).
+# Every worker has its own database, Redis and Celery queues (tests/support/stores.py). The suite
+# ends with its 15 slowest tests. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 4
+LEG_WORKERS ?= 2
+test: $(STAMP) bytecode
+	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck test-suite test-rabbitmq
+
+# (`make test` compiled the bytecode before it starts these.)
+test-suite: $(STAMP)
+	$(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+
+test-rabbitmq: $(STAMP)
+	$(BIN)/python -m tests.support.rabbitmq_leg -n $(LEG_WORKERS) --dist loadfile --no-loadscope-reorder $(LEG_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

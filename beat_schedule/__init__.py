@@ -82,6 +82,44 @@ class WhenNotificationsDue(schedule):
         return schedstate(due, float(self.seconds))
 
 
+def answers_due() -> bool:
+    """Whether a mail's or text's answer waits to be sent (one indexed query)."""
+    from inner_plane.journal.channels.messages import any_answerable
+    from inner_plane.runtime import get_runtime
+
+    return any_answerable(get_runtime().engine)
+
+
+def mailboxes_exist() -> bool:
+    from inner_plane.journal.channels.mailboxes import Mailboxes
+    from inner_plane.runtime import get_runtime
+
+    return bool(Mailboxes(get_runtime().engine).all(limit=1))
+
+
+class WhenAnswersDue(schedule):
+    """Checked every ``run_every``; due only when an answer waits to be sent (fails open).
+    (One class per check: Celery rebuilds a schedule from its run_every alone.)"""
+
+    def is_due(self, last_run_at: Any) -> schedstate:
+        try:
+            due = answers_due()
+        except Exception:
+            due = True
+        return schedstate(due, float(self.seconds))
+
+
+class WhenMailboxesExist(schedule):
+    """Checked every ``run_every``; due only when some delegate has a mailbox (fails open)."""
+
+    def is_due(self, last_run_at: Any) -> schedstate:
+        try:
+            due = mailboxes_exist()
+        except Exception:
+            due = True
+        return schedstate(due, float(self.seconds))
+
+
 def _periodic(task: str, every_s: float, when: Any = None) -> dict[str, Any]:
     return {
         "task": task,
@@ -107,7 +145,37 @@ def celery_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             settings.notify_outbox_interval_s,
             WhenNotificationsDue(settings.notify_outbox_interval_s),
         ),
+        # Mail and SMS: answers left to send (the lane asks at once; this catches the rest),
+        # and the mailboxes' poll (the IDLE watcher of `inner-plane mail watch` is faster).
+        "channel-answers": _periodic(
+            names.CHANNEL_ANSWER_TASK,
+            settings.notify_outbox_interval_s,
+            WhenAnswersDue(settings.notify_outbox_interval_s),
+        ),
+        "mail-poll": _periodic(
+            names.MAIL_POLL_TASK,
+            settings.mail_poll_interval_s,
+            WhenMailboxesExist(settings.mail_poll_interval_s),
+        ),
     }
+
+
+@beat_init.connect
+def start_mail_watch(**_: Any) -> None:
+    """Beat keeps one IDLE watch per delegate mailbox (inner_plane.channels.watcher says why
+    here); best effort: the mailbox poll on the schedule covers whatever it misses."""
+    settings = load_settings()
+    if not settings.mail_watch_in_beat:
+        return
+    try:
+        from inner_plane.channels.watcher import MailWatcher
+        from inner_plane.runtime import get_runtime
+
+        MailWatcher(get_runtime()).start()
+    except Exception as error:
+        from inner_plane import logs
+
+        logs.emit("mail_watch_failed", reason=str(error)[:200])
 
 
 @beat_init.connect

@@ -12,6 +12,13 @@ the scripted agent (an activation takes about half a second).
 - ``plane_back_after_pg_restart_s``: `pg_ctl -D <data dir>/pg restart -m fast` from outside
   `up`; the time from the restart's start until a wake sent right after it is delivered (the
   next activation completed), the worst of the rounds.
+- ``lost_after_redis_kill``: acknowledged wakes (10 a second over 8 delegates) never delivered
+  after kill -9 of the embedded Redis mid-load and a 90 s settle, summed over the rounds (before
+  receipts: about one in 77 per kill); ``wakes_through_redis_kills`` is how many were sent.
+- ``publication_back_after_signals_worker_kill_s``: the signals worker killed while a wake it
+  popped sits unread in its socket (the broker holds it nowhere); the time from the kill to the
+  wake delivered, journaled from its receipt (``INNER_PLANE_RECEIPT_GRACE_S`` 10 s here, then
+  the next sweep), the worst of the rounds. Before receipts it was never delivered.
 
 Baseline in the same run: the same wake with no fault (sent to delivered).
 
@@ -28,10 +35,20 @@ import time
 from typing import Any
 
 from bench.harness import QUICK, data_dir, emit, summary
-from tests.support.chaos import Plane, judge, running_activation, send_wake, wait_delivered
+from tests.support.chaos import (
+    Load,
+    Plane,
+    judge,
+    kill_signals_worker_holding_a_wake,
+    running_activation,
+    send_wake,
+    wait_delivered,
+)
 
 KILL_ROUNDS = 5 if QUICK else 12
 RESTART_ROUNDS = 2 if QUICK else 4
+REDIS_ROUNDS = 2 if QUICK else 4
+LOAD_DELEGATES = [f"bench-chaos-{n}" for n in range(8)]
 DELEGATE = "bench-chaos"
 POLL_S = 0.01
 
@@ -84,6 +101,24 @@ def _restart_round(plane: Plane) -> float:
     return time.monotonic() - started
 
 
+def _redis_round(plane: Plane) -> tuple[int, int]:
+    """Wakes lost, and sent, through one kill -9 of Redis mid-load."""
+    mark = len(plane.output())
+    with Load(plane, LOAD_DELEGATES) as load:
+        time.sleep(3)
+        os.kill(plane.redis_pid(), signal.SIGKILL)
+        plane.up.wait_for("!! embedded Redis is back", timeout=60, after=mark)
+        time.sleep(3)
+    verdict = judge(plane.engine, LOAD_DELEGATES, load.sent, settle_s=90)
+    return len(verdict.lost), len(load.sent)
+
+
+def _popped_round(plane: Plane) -> float:
+    task, killed = kill_signals_worker_holding_a_wake(plane, DELEGATE)
+    wait_delivered(plane, task, 180)
+    return time.monotonic() - killed
+
+
 def main() -> None:
     base = data_dir("chaos")
     with contextlib.suppress(FileNotFoundError):
@@ -106,7 +141,19 @@ def main() -> None:
         for n in range(RESTART_ROUNDS):
             back.append(_restart_round(plane))
             print(f"  pg_ctl restart {n + 1}: plane back in {back[-1]:.2f} s", flush=True)
-        verdict = judge(plane.engine, [DELEGATE], [], settle_s=60)
+        lost, through = 0, 0
+        for n in range(REDIS_ROUNDS):
+            round_lost, round_sent = _redis_round(plane)
+            lost, through = lost + round_lost, through + round_sent
+            print(f"  Redis kill -9 {n + 1}: {round_lost} of {round_sent} wakes lost", flush=True)
+        popped = []
+        for n in range(REDIS_ROUNDS):
+            popped.append(_popped_round(plane))
+            print(
+                f"  signals worker killed holding a wake {n + 1}: "
+                f"delivered {popped[-1]:.2f} s after"
+            )
+        verdict = judge(plane.engine, [DELEGATE, *LOAD_DELEGATES], [], settle_s=60)
         kills, base_s = summary(recovered, 2), summary(baseline, 2)
         figures = {
             "claims_recovered_after_kill_p50_s": kills["p50"],
@@ -116,6 +163,11 @@ def main() -> None:
             "baseline_delivered_p99_s": base_s["p99"],
             "plane_back_after_pg_restart_s": round(max(back), 2),
             "plane_back_after_pg_restart_each_s": [round(b, 2) for b in back],
+            "lost_after_redis_kill": lost,
+            "wakes_through_redis_kills": through,
+            "redis_kills": REDIS_ROUNDS,
+            "publication_back_after_signals_worker_kill_s": round(max(popped), 2),
+            "receipt_grace_s": 10,
             "lease_ttl_s": 60,
             "sweep_interval_s": 2,
             "stuck_after": sum(verdict.stuck.values()),
@@ -128,6 +180,12 @@ def main() -> None:
             flush=True,
         )
         print(f"pg_ctl restart -m fast: plane back within {max(back):.2f} s (rounds: {len(back)})")
+        print(f"Redis kill -9 under load: {lost} of {through} acknowledged wakes lost")
+        print(
+            f"signals worker killed holding a popped wake: delivered within {max(popped):.2f} s "
+            "(from its receipt)",
+            flush=True,
+        )
     finally:
         plane.stop()
         plane.close()

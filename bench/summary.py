@@ -58,6 +58,7 @@ BENCHES = (
     "capacity",
     "chaos",
     "chat",
+    "make_test",
 )
 TARGETS = (
     Target("publish", "ingest_vs_raw", 0.95),
@@ -109,6 +110,7 @@ TARGETS = (
     # Issue 31: a killed holder's claims without new traffic; the plane after `pg_ctl restart`.
     Target("chaos", "claims_recovered_after_kill_p99_s", 10.0, higher_is_better=False),
     Target("chaos", "plane_back_after_pg_restart_s", 30.0, higher_is_better=False),
+    Target("chaos", "lost_after_redis_kill", 0.0, higher_is_better=False),
     Target("chat", "turn_accept_p99_ms", None),
     Target("chat", "turn_accept_vs_bare_p99", 2.0, higher_is_better=False),
     Target("chat", "delta_relay_p99_ms", None),
@@ -116,6 +118,10 @@ TARGETS = (
     Target("chat", "streams_held", 1000.0),
     Target("chat", "streams_relay_p99_ms", 100.0, higher_is_better=False),
     Target("chat", "streams_rss_growth_mb", 150.0, higher_is_better=False),
+    # Issue 30: `make test` on a fresh clone, the install included (--quick: unit tests only),
+    # and how many tests it ran (both legs; not fewer than before the suite was parallelised).
+    Target("make_test", "make_test_s", 420.0, higher_is_better=False),
+    Target("make_test", "tests_run", None),
 )
 
 

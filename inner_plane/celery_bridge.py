@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,6 +20,7 @@ from kombu.transport.native_delayed_delivery import (
     declare_native_delayed_delivery_exchanges_and_queues,
 )
 
+from inner_plane import receipts
 from inner_plane.config import Settings
 
 SIGNALS_QUEUE = "signals"
@@ -35,6 +37,9 @@ TIMERS_TICK_TASK = "inner_plane.timers_tick"
 RETENTION_TASK = "inner_plane.retention"
 NOTIFY_OUTBOX_TASK = "inner_plane.notify_outbox"
 REPORT_TASK_TASK = "inner_plane.report_task"
+# Mail and SMS (inner_plane.channels): beat's mailbox poll, and sending a channel's answer.
+MAIL_POLL_TASK = "inner_plane.mail_poll"
+CHANNEL_ANSWER_TASK = "inner_plane.channel_answer"
 
 
 # Queues whose messages must survive a RabbitMQ node: replicated quorum queues there. `periodic`
@@ -141,6 +146,7 @@ def send(
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     countdown: float | None = None,
+    task_id: str | None = None,
 ) -> str:
     """Send a task by name; return the Celery task id. No broker priority: RabbitMQ's quorum
     queues have none, and the order of work is the journal's."""
@@ -149,17 +155,51 @@ def send(
         # a delay that rounds to zero): a delay is never shortened, so round it up.
         countdown = float(math.ceil(countdown))
     result = sender(settings).send_task(
-        name, args=args, kwargs=kwargs or {}, queue=queue, countdown=countdown
+        name, args=args, kwargs=kwargs or {}, queue=queue, countdown=countdown, task_id=task_id
     )
     return str(result.id)
 
 
+def send_recorded(
+    settings: Settings, name: str, queue: str, args: tuple[Any, ...], task_id: str | None = None
+) -> str:
+    """Send a signal-carrying task; on a Redis broker, record it in the receipts ledger first
+    (:mod:`inner_plane.receipts`). Returns once the broker holds both."""
+    task_id = task_id or str(uuid.uuid4())
+    broker_url = settings.effective_broker_url
+    if not is_amqp(broker_url):
+        receipts.record(receipts.client_for(broker_url), task_id, name, queue, list(args))
+    return send(settings, name, queue, args=args, task_id=task_id)
+
+
+def with_message_id(signal: Any, task_id: str, index: int = 0) -> Any:
+    """A signal sent with neither an id nor a dedup key gets an id fixed by its message, so a
+    redelivery of the message, or its journaling from a receipt, is a duplicate and never a
+    second row. (A dedup key, given or made by the kind's template, still decides the id.)"""
+    if isinstance(signal, dict) and signal.get("id") is None and signal.get("dedup_key") is None:
+        return {**signal, "id": str(uuid.uuid5(_MESSAGE_IDS, f"{task_id}:{index}"))}
+    return signal
+
+
+_MESSAGE_IDS = uuid.UUID("5b0c1a6e-3f1d-4c55-9d8e-6a7f2b1c0d4e")
+
+
 def send_publish(settings: Settings, signal: dict[str, Any]) -> str:
-    return send(settings, PUBLISH_TASK, SIGNALS_QUEUE, args=(signal,))
+    task_id = str(uuid.uuid4())
+    args = (with_message_id(signal, task_id),)
+    return send_recorded(settings, PUBLISH_TASK, SIGNALS_QUEUE, args, task_id)
 
 
 def send_publish_many(settings: Settings, signals: list[dict[str, Any]]) -> str:
-    return send(settings, PUBLISH_MANY_TASK, SIGNALS_QUEUE, args=(signals,))
+    task_id = str(uuid.uuid4())
+    args = ([with_message_id(signal, task_id, n) for n, signal in enumerate(signals)],)
+    return send_recorded(settings, PUBLISH_MANY_TASK, SIGNALS_QUEUE, args, task_id)
+
+
+def send_user_turn(settings: Settings, delegate_id: str, text: str, channel: str = "text") -> str:
+    """A user turn from another process (a chat front-end): the user-turns worker journals it at
+    once under an id its task id gives it, and wakes the delegate's lane."""
+    return send_recorded(settings, USER_TURN_TASK, USER_TURNS_QUEUE, (delegate_id, text, channel))
 
 
 def send_report_task(
@@ -173,7 +213,12 @@ def send_report_task(
     """A task runner in another process reports a Copilot task (completed, input_required,
     failed); the signals worker journals it (inner_plane.sources.copilot.report_task)."""
     args = (status, task_id, title, delegate_id, detail)
-    return send(settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args=args)
+    return send_recorded(settings, REPORT_TASK_TASK, SIGNALS_QUEUE, args)
+
+
+def send_channel_answer(settings: Settings, turn_id: str | None = None) -> str:
+    """Send the answer to a turn that came in by mail or text (None: every waiting one)."""
+    return send(settings, CHANNEL_ANSWER_TASK, PERIODIC_QUEUE, args=(turn_id,))
 
 
 def broker_answers(settings: Settings, timeout: float = 2.0) -> bool:

@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # timers produced) by an activation caused by another ... is not run past this depth.
     loop_chain_limit: int = Field(default=8, ge=1)
     sweep_interval_s: float = Field(default=10.0, gt=0)
+    # A signal-carrying message still unjournaled this long after the broker took it (a Redis
+    # broker only) is journaled by the sweeper from its receipt (inner_plane.receipts). Far
+    # above a batch's journaling time; far below the visibility timeout.
+    receipt_grace_s: float = Field(default=30.0, gt=0)
     # Base agent; empty means "openai" when INNER_PLANE_OPENAI_MODEL is set, else "dry-run".
     agent: str = ""
     # JSON script of the scripted test agent (see inner_plane/agent/scripted.py).
@@ -148,6 +152,41 @@ class Settings(BaseSettings):
     # How often beat sends the outbox sweep: messages held for the end of a person's quiet
     # hours go out within this many seconds of it.
     notify_outbox_interval_s: float = Field(default=5.0, gt=0)
+
+    # Mail in (docs/channels.md): each delegate's IMAP mailbox (`inner-plane mail set`) is
+    # watched with IDLE by `inner-plane mail watch` (a process `up` runs) and polled by beat
+    # every mail_poll_interval_s as well, so a server without IDLE, or a plane without the
+    # watcher, still gets its mail. A mail larger than mail_max_bytes is not read (counted).
+    mail_poll_interval_s: float = Field(default=30.0, gt=0)
+    mail_idle_s: float = Field(default=300.0, gt=0, le=1740)  # IDLE re-issued (RFC 2177: <29 min)
+    mail_timeout_s: float = Field(default=30.0, gt=0)
+    mail_batch: int = Field(default=50, ge=1, le=1000)  # mails read per poll; the rest wait
+    mail_max_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    # A mail dated longer ago than this (or an hour ahead) is a replay: a stranger's.
+    mail_max_age_s: float = Field(default=7 * 86_400, gt=0)
+    # The receiving provider's authserv-id(s) (comma-separated): only its topmost
+    # Authentication-Results header is believed for require_authenticated mailboxes.
+    mail_authserv_id: str = ""
+    mail_verify_dkim: bool = True  # verify DKIM signatures locally too (dkimpy; DNS lookups)
+    mail_ca_file: Path | None = None  # a CA bundle for the IMAP server's certificate
+    # Beat keeps one IDLE watch per mailbox (inner_plane/channels/watcher.py says why there);
+    # false: run `inner-plane mail watch` instead, or rely on the poll alone.
+    mail_watch_in_beat: bool = True
+
+    # SMS (docs/channels.md): a Twilio-compatible provider. Texts come in at
+    # POST /v1/channels/sms/twilio, signed with the auth token (X-Twilio-Signature); answers go
+    # out through the Messages API at twilio_base_url.
+    twilio_account_sid: str | None = None
+    twilio_auth_token: str | None = None
+    twilio_from_number: str | None = None  # E.164, the number texts are sent from
+    twilio_base_url: str = "https://api.twilio.com"
+    # The URL the provider calls, as it sees it (behind a proxy it differs from the request's
+    # own): the signature covers it. Unset: the request's URL.
+    sms_webhook_url: str | None = None
+    sms_max_body_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
+    sms_attempts: int = Field(default=5, ge=1, le=10)  # per segment, on 429 and 5xx
+    sms_retry_max_s: float = Field(default=30.0, gt=0)  # the longest wait between attempts
+    sms_max_segments: int = Field(default=10, ge=1, le=50)  # an answer past it is cut
 
     # Operator endpoints started by `inner-plane up`.
     flower_port: int = Field(default=5555, ge=1, le=65535)
@@ -235,6 +274,15 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+    @field_validator("twilio_base_url", "sms_webhook_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/") if value.count("/") <= 3 else value
 
     @model_validator(mode="after")
     def _notify_channels(self) -> Settings:

@@ -1,7 +1,8 @@
 """Every Redis key the plane uses, in one place (Celery's own queue keys are Celery's).
 
 Redis is the fast path only: losing any of these keys costs at most a redundant journal lookup or
-a no-op activation, never a lost or doubled signal.
+a no-op activation, never a lost or doubled signal. The one exception is the receipts ledger, kept
+on a Redis broker beside the queues themselves: it is as durable as the messages it records.
 """
 
 from __future__ import annotations
@@ -93,3 +94,15 @@ def conversation_deltas(delegate_id: str) -> str:
 def turn_rate(delegate_id: str, window: int) -> str:
     """Turns a delegate's person sent in one rate-limit window (the conversation API)."""
     return f"{PREFIX}turnrate:{delegate_id}:{window}"
+
+
+def receipts() -> str:
+    """Hash, on a Redis broker: Celery task id -> the signal-carrying message a publisher sent
+    (task name, queue, args), from just before it was sent until its signals were journaled."""
+    return f"{PREFIX}receipts"
+
+
+def receipts_since() -> str:
+    """Sorted set beside :func:`receipts`: the same task ids, scored by when they were recorded
+    (the Redis server's clock), so the sweeper finds those left unjournaled."""
+    return f"{PREFIX}receipts:since"

@@ -34,7 +34,10 @@ LABELS = {
     events.CONTEXT_CAPSULE: "Inner Plane: context.capsule",
     events.QUESTION_ASKED: "Question to the person",
     events.PERSON_NOTIFIED: "Message to the person (app)",
+    events.CHANNEL_ANSWER: "Answer sent on the person's channel",
 }
+# A turn that came in by mail or text says so in its label.
+CHANNEL_NAMES = {"email": "by email", "sms": "by SMS"}
 ANSWER_LABEL = "User, answering question {id}"
 
 
@@ -111,6 +114,14 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
         return f"about {payload.get('about')}: {payload.get('text')}"
     if event_type == events.PERSON_NOTIFIED:
         return f"{payload.get('subject')}: {payload.get('body')}"
+    if event_type == events.CHANNEL_ANSWER:
+        where = CHANNEL_NAMES.get(str(payload.get("channel")), str(payload.get("channel")))
+        said = f"{where} to {payload.get('to')}: {payload.get('state')}"
+        if payload.get("segments"):
+            said += f" ({payload.get('segments')} message(s))"
+        if payload.get("error"):
+            said += f" ({payload.get('error')})"
+        return said
     return ""
 
 
@@ -156,8 +167,14 @@ def outcome_words(payload: dict[str, Any]) -> str:
 
 def _label(event_type: str, payload: dict[str, Any]) -> str:
     """The entry's label; a user's answer names the question it answers (the pair)."""
-    if event_type == events.USER_MESSAGE and payload.get("in_reply_to"):
-        return ANSWER_LABEL.format(id=str(payload["in_reply_to"])[:36])
+    if event_type == events.USER_MESSAGE:
+        label = (
+            ANSWER_LABEL.format(id=str(payload["in_reply_to"])[:36])
+            if payload.get("in_reply_to")
+            else LABELS[event_type]
+        )
+        how = CHANNEL_NAMES.get(str(payload.get("channel")))
+        return label if how is None else f"{label} ({how})"
     return LABELS.get(event_type, f"Inner Plane: {event_type}")
 
 

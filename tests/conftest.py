@@ -20,9 +20,11 @@ from inner_plane.runtime import Runtime, build_runtime, set_runtime
 from inner_plane.signals.kinds import KindRegistry
 from inner_plane.sources import auth_throttle
 from tests.support.processes import ChildProcess
-from tests.support.stores import Stores, start_stores, truncate_all
+from tests.support.stores import Stores, start_stores, stop_stores, truncate_all
 
 TESTS = Path(__file__).parent
+# The order files go to xdist workers, and the tests over a minute not marked slow.
+pytest_plugins = ["tests.support.timing"]
 
 # Timing never decides a test: no per-example deadline and no too-slow health check (a loaded
 # CI machine runs examples slowly; benchmarks measure time). A test may still set its own.
@@ -75,9 +77,7 @@ def stores() -> Iterator[Stores]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    started.broker.stop()
-    if started.services is not None:
-        started.services.stop()
+    stop_stores(started)
 
 
 class ContextLog(io.StringIO):

@@ -74,6 +74,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             names.TIMERS_TICK_TASK: {"queue": names.PERIODIC_QUEUE},
             names.RETENTION_TASK: {"queue": names.PERIODIC_QUEUE},
             names.NOTIFY_OUTBOX_TASK: {"queue": names.PERIODIC_QUEUE},
+            names.MAIL_POLL_TASK: {"queue": names.PERIODIC_QUEUE},
+            names.CHANNEL_ANSWER_TASK: {"queue": names.PERIODIC_QUEUE},
         },
         # Periodic work (timer tick, sweeper, retention) lives in beat_schedule/.
         beat_schedule=celery_beat_schedule(settings),

@@ -10,6 +10,10 @@ commit) when it holds ``INNER_PLANE_INGEST_BATCH`` messages (500) or
   it is unacknowledged in the broker, so a worker killed mid-buffer loses nothing (the broker
   redelivers after its visibility timeout, and the fixed signal id makes the redelivery a
   duplicate, not a second row);
+- on a Redis broker, the messages journaled (or rejected for good) leave the receipts ledger in one
+  round trip per batch (:mod:`inner_plane.receipts`); what a killed worker held, or what a
+  crash took between Redis and the worker, stays there for the sweeper, seconds later rather
+  than after the visibility timeout;
 - a bad message is rejected alone (``requeue=False``, one ``rejected`` line); the others of its
   buffer are journaled;
 - a store outage keeps the buffer, unacknowledged, and tries again after a pause;
@@ -30,6 +34,7 @@ each message arrives, so the buffer fills at the broker's pace.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -41,7 +46,8 @@ from celery.utils.log import get_logger
 from redis import RedisError
 from sqlalchemy.exc import OperationalError
 
-from inner_plane import logs
+from inner_plane import logs, receipts
+from inner_plane.celery_bridge import is_amqp
 from inner_plane.config import load_settings
 from inner_plane.publish import publish_drafts, validate
 from inner_plane.signals.model import SignalDraft, SignalError
@@ -64,6 +70,7 @@ class _Held:
     counted: bool
     received: float = 0.0  # when it entered the buffer (time.time(): the task-received event's)
     started: float | None = None  # when its batch began to be journaled (task-started)
+    settled: bool = False  # journaled or rejected for good (whether or not its ack got through)
 
 
 def _signal_of(message: Any) -> Any:
@@ -79,6 +86,8 @@ def buffered_publish(
     """The strategy of the one-signal publish task (``Task.Strategy`` names this function)."""
     settings = load_settings()
     batch_size, flush_s = settings.ingest_batch, settings.ingest_flush_ms / 1000
+    broker_url = str(app.conf.broker_url)
+    ledger = None if is_amqp(broker_url) else receipts.client_for(broker_url)
     held: list[_Held] = []
     errors = consumer.connection_errors
     timer = consumer.timer
@@ -93,6 +102,7 @@ def buffered_publish(
             eventer.send(kind, uuid=task_id, **fields)
 
     def settle(item: _Held, ok: bool, detail: str = "") -> None:
+        item.settled = True
         if ok:
             item.ack(logger, errors)
             if info:
@@ -123,7 +133,22 @@ def buffered_publish(
             timestamp=at,
         )
 
+    def forget(settled: list[_Held]) -> None:
+        """Out of the receipts ledger: their signals are journaled (or they were rejected)."""
+        if ledger is None or not settled:
+            return
+        try:
+            receipts.remove(ledger, [item.task_id for item in settled if item.task_id])
+        except RedisError as error:  # the sweeper finds them journaled: a duplicate, no more
+            logs.emit("receipt_remove_failed", messages=len(settled), reason=str(error)[:200])
+
     def journal(batch: list[_Held]) -> None:
+        try:
+            _journal(batch)
+        finally:
+            forget([item for item in batch if item.settled])
+
+    def _journal(batch: list[_Held]) -> None:
         # The received and started events of a batch are sent when it is journaled, not as each
         # message arrives: the buffer fills at the broker's pace, with nothing else on the way
         # (received carries the arrival time).
@@ -151,7 +176,7 @@ def buffered_publish(
                 settle(item, False, "failed to journal")
                 return
             for item, _draft in drafts:
-                journal([item])
+                _journal([item])
             return
         for item, _draft in drafts:
             settle(item, True)
@@ -183,6 +208,9 @@ def buffered_publish(
             received(message, task_id, time.time())
             event("task-failed", task_id, exception=f"SignalError({str(error)[:200]!r})")
             event("task-rejected", task_id, requeue=False)
+            if ledger is not None and task_id:
+                with contextlib.suppress(RedisError):
+                    receipts.remove(ledger, [task_id])
             return
         if info:
             logger.info("Task %s[%s] received", task.name, task_id)

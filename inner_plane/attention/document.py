@@ -20,10 +20,13 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from inner_plane.attention.quiet import QuietHours, quiet_span
 from inner_plane.signals.model import IDENTIFIER_RE, Mode
 
 # A policy is a few dozen rules; a megabyte is far above any real one and far below a size that
@@ -32,6 +35,8 @@ MAX_DOCUMENT_BYTES = 256 * 1024
 MAX_RULES = 1_000
 SEGMENT_RE = re.compile(r"[a-z][a-z0-9_-]*\Z")
 WILDCARD = "*"
+# Fields that hold for a whole delegate (its lane), not for one kind: refused on a kind rule.
+DELEGATE_WIDE = ("wake_budget_per_hour", "daily_token_budget", "quiet_hours")
 # Namespaces every install accepts even when no kind of theirs is registered: external
 # processors publish ``external.<processor>.<event>`` without registering each kind.
 OPEN_NAMESPACES = ("external",)
@@ -50,20 +55,24 @@ class _Strict(BaseModel):
 
 
 class Defaults(_Strict):
-    """Global values; each unset one is the setting of the same name."""
+    """Global values; each unset one is the setting of the same name (quiet hours: none)."""
 
     quiet_ms: int | None = Field(default=None, ge=0, le=86_400_000)
     max_age_ms: int | None = Field(default=None, ge=0, le=86_400_000)
     batch_limit: int | None = Field(default=None, ge=1, le=10_000)
     wake_budget_per_hour: int | None = Field(default=None, ge=1, le=1_000_000)
-    # A place for the continuity issue's token budget: refused until something enforces it.
-    token_budget: int | None = None
+    # Tokens (input + output) a delegate may spend in a UTC day before its background wakes
+    # wait for the next day (INNER_PLANE_DAILY_TOKEN_BUDGET; user turns are never held).
+    daily_token_budget: int | None = Field(default=None, ge=1, le=10**12)
+    # "HH:MM-HH:MM" in the delegate's person's time zone (UTC without a person), or "off":
+    # background wakes wait for the end; interrupts and user turns are not held.
+    quiet_hours: str | None = Field(default=None, max_length=40)
 
-    @field_validator("token_budget")
+    @field_validator("quiet_hours")
     @classmethod
-    def _not_yet(cls, value: int | None) -> int | None:
+    def _quiet_hours(cls, value: str | None) -> str | None:
         if value is not None:
-            raise ValueError("not enforced yet: the token budget belongs to the continuity work")
+            quiet_span(value)  # raises ValueError with the reason
         return value
 
 
@@ -222,7 +231,7 @@ def check_document(
                         f"{rule.kind!r} matches no registered kind and no known namespace",
                     )
                 )
-            for name in ("batch_limit", "wake_budget_per_hour"):
+            for name in DELEGATE_WIDE:
                 if getattr(rule, name) is not None:
                     problems.append(
                         (
@@ -263,6 +272,8 @@ class SettingsDefaults:
     max_age_ms: int
     batch_limit: int
     wake_budget_per_hour: int
+    daily_token_budget: int | None = None
+    quiet_hours: QuietHours | None = None
 
     @classmethod
     def of(cls, settings: Any) -> SettingsDefaults:
@@ -271,6 +282,7 @@ class SettingsDefaults:
             max_age_ms=settings.batch_max_age_ms,
             batch_limit=settings.batch_limit,
             wake_budget_per_hour=settings.wake_budget_per_hour,
+            daily_token_budget=getattr(settings, "daily_token_budget", None),
         )
 
 
@@ -282,6 +294,12 @@ def filled_defaults(defaults: Defaults, settings: SettingsDefaults) -> SettingsD
         wake_budget_per_hour=settings.wake_budget_per_hour
         if defaults.wake_budget_per_hour is None
         else defaults.wake_budget_per_hour,
+        daily_token_budget=settings.daily_token_budget
+        if defaults.daily_token_budget is None
+        else defaults.daily_token_budget,
+        quiet_hours=settings.quiet_hours
+        if defaults.quiet_hours is None
+        else quiet_span(defaults.quiet_hours),
     )
 
 
@@ -296,6 +314,17 @@ class KindTiming:
     rule: str | None = None
     mode: Mode | None = None
     priority: int | None = None
+    # At most this many signals of the kind in one activation (None: only the delegate's).
+    batch_limit: int | None = None
+
+    # The same as durations, made once per cached timing (the window decision adds them).
+    @cached_property
+    def quiet(self) -> timedelta:
+        return timedelta(seconds=self.quiet_s)
+
+    @cached_property
+    def max_age(self) -> timedelta:
+        return timedelta(seconds=self.max_age_s)
 
 
 @dataclass(frozen=True)
@@ -303,6 +332,8 @@ class DelegateLimits:
     batch_limit: int
     wake_budget_per_hour: int
     rule: str | None = None
+    daily_token_budget: int | None = None
+    quiet_hours: QuietHours | None = None
 
 
 @dataclass(frozen=True)
@@ -332,6 +363,25 @@ class AttentionPolicy:
         return not any(r.quiet_ms is not None or r.max_age_ms is not None for r in self._ordered)
 
     @property
+    def needs_zones(self) -> bool:
+        """Some quiet hours apply (deciding reads the person's time zone)."""
+        return self.base.quiet_hours is not None or any(
+            quiet_span(r.quiet_hours) is not None for r in self._ordered if r.quiet_hours
+        )
+
+    @property
+    def needs_tokens(self) -> bool:
+        """Some daily token budget applies (deciding reads the day's tokens)."""
+        return self.base.daily_token_budget is not None or any(
+            r.daily_token_budget is not None for r in self._ordered
+        )
+
+    @property
+    def limits_kinds(self) -> bool:
+        """Some rule limits how many signals of a kind one activation takes."""
+        return any(r.kind is not None and r.batch_limit is not None for r in self._ordered)
+
+    @property
     def sets_modes(self) -> bool:
         """Some rule sets a mode or a priority (the publish path applies them)."""
         return any(r.mode is not None or r.priority is not None for r in self._ordered)
@@ -357,6 +407,11 @@ class AttentionPolicy:
         age_rule = next((r for r in rules if r.max_age_ms is not None), None)
         mode = next((r.mode for r in rules if r.mode is not None), None)
         priority = next((r.priority for r in rules if r.priority is not None), None)
+        # Only a rule naming a kind limits that kind (a delegate-wide limit is the batch's).
+        kind_limit = next(
+            (r.batch_limit for r in rules if r.kind is not None and r.batch_limit is not None),
+            None,
+        )
         window_rule = quiet_rule or age_rule
         timing = KindTiming(
             quiet_s=(self.base.quiet_ms if quiet_rule is None else _ms(quiet_rule.quiet_ms)) / 1000,
@@ -365,6 +420,7 @@ class AttentionPolicy:
             rule=None if window_rule is None else window_rule.label,
             mode=mode,
             priority=priority,
+            batch_limit=kind_limit,
         )
         if len(self._kinds) > 10_000:
             self._kinds.clear()
@@ -378,6 +434,9 @@ class AttentionPolicy:
         rules = self.matching(delegate_id, None)
         limit_rule = next((r for r in rules if r.batch_limit is not None), None)
         budget_rule = next((r for r in rules if r.wake_budget_per_hour is not None), None)
+        tokens_rule = next((r for r in rules if r.daily_token_budget is not None), None)
+        quiet_rule = next((r for r in rules if r.quiet_hours is not None), None)
+        named = limit_rule or budget_rule or tokens_rule or quiet_rule
         limits = DelegateLimits(
             batch_limit=self.base.batch_limit
             if limit_rule is None
@@ -385,7 +444,13 @@ class AttentionPolicy:
             wake_budget_per_hour=self.base.wake_budget_per_hour
             if budget_rule is None
             else _ms(budget_rule.wake_budget_per_hour),
-            rule=None if (limit_rule or budget_rule) is None else (limit_rule or budget_rule).label,  # type: ignore[union-attr]
+            rule=None if named is None else named.label,
+            daily_token_budget=self.base.daily_token_budget
+            if tokens_rule is None
+            else tokens_rule.daily_token_budget,
+            quiet_hours=self.base.quiet_hours
+            if quiet_rule is None or quiet_rule.quiet_hours is None
+            else quiet_span(quiet_rule.quiet_hours),
         )
         if len(self._delegates) > 10_000:
             self._delegates.clear()
@@ -417,6 +482,10 @@ def render_document(policy: AttentionPolicy) -> str:
         f"batch_limit = {policy.base.batch_limit}",
         f"wake_budget_per_hour = {policy.base.wake_budget_per_hour}",
     ]
+    if policy.base.daily_token_budget is not None:
+        lines.append(f"daily_token_budget = {policy.base.daily_token_budget}")
+    if policy.base.quiet_hours is not None:
+        lines.append(f"quiet_hours = {_toml_value(str(policy.base.quiet_hours))}")
     for rule in policy.document.rules:
         lines += ["", "[[rules]]"]
         for name, value in rule.model_dump(exclude_none=True).items():

@@ -49,8 +49,8 @@ def window_by_kind(
     hard_rule: str | None = None
     for group in window.kinds:
         rule = timing(group.kind)
-        quiet = group.newest + timedelta(seconds=rule.quiet_s)
-        hard = group.oldest + timedelta(seconds=rule.max_age_s)
+        quiet = group.newest + rule.quiet
+        hard = group.oldest + rule.max_age
         if quiet_until is None or quiet > quiet_until:
             quiet_until, quiet_rule = quiet, rule.rule
         if hard_until is None or hard < hard_until:

@@ -50,6 +50,7 @@ COMMANDS: dict[str, Entry] = {
     "processors": Entry("processors", "processors_app", "External processors (HTTP, MCP)."),
     "operators": Entry("operators", "operators_app", "Operators of the API and UI (tokens)."),
     "delegates": Entry("delegates", "delegates_app", "The person each delegate serves; tokens."),
+    "mail": Entry("mail", "mail_app", "Each delegate's mailbox: the person's mail in and out."),
     "serve": Entry("serve", "serve", "Serve the HTTP API, the operator UI at / and MCP."),
     "mcp": Entry("serve", "mcp", "Serve the MCP adapter over stdio for a local processor."),
     "worker": Entry("processes", "worker", "Run one Celery worker role."),

@@ -33,7 +33,8 @@ WebhookOption = Annotated[
     str | None, typer.Option("--webhook", help="URL for proactive messages (signed POST)")
 ]
 PreferOption = Annotated[
-    str | None, typer.Option("--prefer", help="channel for proactive messages: email|webhook|app")
+    str | None,
+    typer.Option("--prefer", help="channel for proactive messages: email|webhook|app|sms"),
 ]
 QuietOption = Annotated[
     str | None,

@@ -69,6 +69,20 @@ def _text(report: dict[str, Any]) -> list[str]:
                 f"{usage['reasoning_tokens']} reasoning) in {usage['calls']} call(s), "
                 f"~${usage['cost_usd']:.4f}"
             )
+    channels = report.get("channels") or {}
+    for box in channels.get("mailboxes", []):
+        state = "error: " + str(box["last_error"])[:120] if box["last_error"] else "ok"
+        lines.append(
+            f"mailbox {box['delegate_id']} ({box['mailbox']}): last poll "
+            f"{_age(box['last_poll_age_s'])}, {'IDLE' if box['idle'] else 'polling'}, "
+            f"backlog {box['backlog']}, {state}"
+        )
+    if channels.get("answers_pending"):
+        waiting = ", ".join(f"{c} {n}" for c, n in channels["answers_pending"].items())
+        lines.append(f"answers waiting to go out: {waiting}")
+    if channels.get("counters"):
+        counted = ", ".join(f"{k} {v:.0f}" for k, v in channels["counters"].items())
+        lines.append(f"channel counters: {counted}")
     for problem in report["problems"]:
         lines.append(f"{problem['severity']}: {problem['what']}\n  -> {problem['do']}")
     return lines

@@ -35,6 +35,7 @@ from inner_plane.http import (
     guards,
     metrics,
     operator_api,
+    sms_webhook,
     ui,
     validation,
 )
@@ -334,6 +335,7 @@ def create_app(
     app.include_router(chat_page.build_router(runtime_factory, authenticate_person))
     app.include_router(ui.build_router(runtime_factory, gate))
     app.include_router(metrics.build_router(runtime_factory))
+    app.include_router(sms_webhook.build_router(runtime_factory))
     app.mount("/static", StaticFiles(directory=ui.STATIC_DIR), name="static")
 
     # Outermost last: unexpected errors around everything, then the strict headers on every

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,13 +43,16 @@ from inner_plane.http.ui_views import (
     quiet_view,
     signal_page_view,
     signal_view,
+    timer_named_by,
     when,
     zone_of,
 )
+from inner_plane.journal.database import reading
 from inner_plane.journal.operator import continuity as continuity_reads
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import quiet as quiet_reads
 from inner_plane.journal.operator import reads
+from inner_plane.journal.people import people as people_store
 from inner_plane.people import directory
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import IDENTIFIER_PATTERN
@@ -122,6 +125,12 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+def zones_for(rt: Runtime, delegate_ids: Iterable[Any]) -> dict[str, str]:
+    """The time zones of the delegates a page shows (their people; one primary-key read)."""
+    with reading(rt.engine) as connection:
+        return people_store.time_zones(connection, delegate_ids)
+
+
 class _Redirect(Exception):
     def __init__(self, response: Response) -> None:
         self.response = response
@@ -185,12 +194,13 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 names = [d["delegate_id"] for d in overview.items]
                 chosen = delegate or (names[0] if names else "default")
                 agents = [(d.get("last_activation") or {}).get("agent") for d in overview.items]
+                zones = zones_for(rt, [*names, chosen])
                 return {
-                    "delegates": [overview_view(d) for d in overview.items],
+                    "delegates": [overview_view(d, zones) for d in overview.items],
                     "chosen": chosen,
-                    "zone": zone_of(chosen),
+                    "zone": zone_of(chosen, zones),
                     "charts": charts(
-                        delegate_reads.chart_series(rt.engine, chosen), zone_of(chosen)
+                        delegate_reads.chart_series(rt.engine, chosen), zone_of(chosen, zones)
                     ),
                     "agent_notice": agent_notice(rt.settings.agent, agents),
                 }
@@ -202,16 +212,17 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
     @router.get("/ui/overview", response_class=HTMLResponse)
     async def overview_fragment(request: Request) -> Response:
         async def render() -> Response:
-            found = await load(
-                request,
-                lambda rt: delegate_reads.delegates_overview(
+            def work(rt: Runtime) -> list[dict[str, Any]]:
+                found = delegate_reads.delegates_overview(
                     rt.engine,
                     wake_budget_per_hour=rt.settings.wake_budget_per_hour,
                     daily_token_budget=rt.settings.daily_token_budget,
                     limit=100,
-                ),
-            )
-            rows = [overview_view(d) for d in found.items]
+                )
+                zones = zones_for(rt, [d["delegate_id"] for d in found.items])
+                return [overview_view(d, zones) for d in found.items]
+
+            rows = await load(request, work)
             return page(request, "overview_rows.html", {"delegates": rows})
 
         return await guarded(request, render)
@@ -221,7 +232,6 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
         async def render() -> Response:
             def work(rt: Runtime) -> dict[str, Any]:
                 person = directory.get(rt, delegate_id)
-                # The person's own zone once recorded (the people table), else zone_of's.
                 zone = zone_of(delegate_id) if person is None else str(person.time_zone)
                 stored = reads.timeline_events(rt.engine, delegate_id, limit=TIMELINE_PAGE)
                 entries = [entry_view(timeline_view.entry(e), zone) for e in stored]
@@ -271,7 +281,7 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
             quiet_from = _moment_field("since", since) if since else None
 
             def work(rt: Runtime) -> list[dict[str, Any]]:
-                zone = zone_of(delegate_id)
+                zone = zone_of(delegate_id, zones_for(rt, [delegate_id]))
                 stored = reads.timeline_events(rt.engine, delegate_id, after=after, limit=500)
                 entries = [entry_view(timeline_view.entry(e), zone) for e in stored]
                 if quiet_from is None:
@@ -293,10 +303,18 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 key = uuid.UUID(activation_id)
             except ValueError:
                 raise ApiError(404, "not_found", "no such activation") from None
-            found = await load(request, lambda rt: reads.activation_detail(rt.engine, key))
+
+            def work(rt: Runtime) -> dict[str, Any] | None:
+                detail = reads.activation_detail(rt.engine, key)
+                if detail is not None:
+                    delegate_id = detail["activation"]["delegate_id"]
+                    detail["zone"] = zone_of(delegate_id, zones_for(rt, [delegate_id]))
+                return detail
+
+            found = await load(request, work)
             if found is None:
                 raise ApiError(404, "not_found", "no such activation")
-            zone = zone_of(found["activation"]["delegate_id"])
+            zone = found["zone"]
             found["zone"] = zone
             found["batch"] = [signal_view(s, zone) for s in found["batch"]]
             found["entries"] = [entry_view(timeline_view.entry(e), zone) for e in found["events"]]
@@ -328,10 +346,12 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
         cursor: Annotated[str | None, Query(max_length=512)] = None,
     ) -> Response:
         async def render() -> Response:
+            def work(rt: Runtime) -> tuple[Any, dict[str, str]]:
+                listed = reads.dead_letters(rt.engine, delegate, cursor, 50)
+                return listed, zones_for(rt, [s.get("delegate_id") for s in listed.items])
+
             try:
-                found = await load(
-                    request, lambda rt: reads.dead_letters(rt.engine, delegate, cursor, 50)
-                )
+                found, zones = await load(request, work)
             except reads.CursorError:
                 raise ApiError(422, "invalid", "cursor: not a cursor of this list") from None
             return page(
@@ -339,7 +359,7 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 "dead_letters.html",
                 {
                     "signals": [
-                        dead_letter_view(signal_view(s, zone_of(s.get("delegate_id"))))
+                        dead_letter_view(signal_view(s, zone_of(s.get("delegate_id"), zones)))
                         for s in found.items
                     ],
                     "next": found.next,
@@ -388,8 +408,8 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
 
             def work(rt: Runtime) -> Any:
                 if not searched:
-                    return None
-                return reads.search_signals(
+                    return None, {}
+                listed = reads.search_signals(
                     rt.engine,
                     state=state or None,
                     kind_prefix=kind or None,
@@ -401,15 +421,16 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                     limit=50,
                     with_events=False,
                 )
+                return listed, zones_for(rt, [s.get("delegate_id") for s in listed.items])
 
             try:
-                found = await load(request, work)
+                found, zones = await load(request, work)
             except reads.CursorError:
                 raise ApiError(422, "invalid", "cursor: not a cursor of this list") from None
             rows = (
                 []
                 if found is None
-                else [signal_view(s, zone_of(s.get("delegate_id"))) for s in found.items]
+                else [signal_view(s, zone_of(s.get("delegate_id"), zones)) for s in found.items]
             )
             return page(
                 request,
@@ -446,17 +467,77 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 return {
                     "signal": found,
                     "activations": quiet_reads.activations_by_id(rt.engine, linked),
+                    "zones": zones_for(rt, [found.get("delegate_id")]),
                 }
 
             found = await load(request, work)
             if found is None:
                 raise ApiError(404, "not_found", "no such signal")
-            zone = zone_of(found["signal"].get("delegate_id"))
+            zone = zone_of(found["signal"].get("delegate_id"), found["zones"])
             return page(
                 request,
                 "signal.html",
-                signal_page_view(found["signal"], found["activations"], zone),
+                {
+                    **signal_page_view(found["signal"], found["activations"], zone),
+                    "timer_name": timer_named_by(found["signal"]),
+                },
             )
+
+        return await guarded(request, render)
+
+    @router.get("/turns/{turn_id}", response_class=HTMLResponse)
+    async def turn_page(request: Request, turn_id: str) -> Response:
+        async def render() -> Response:
+            try:
+                key = uuid.UUID(turn_id)
+            except ValueError:
+                raise ApiError(404, "not_found", "no such user turn (an id is a UUID)") from None
+
+            def work(rt: Runtime) -> dict[str, Any] | None:
+                found = reads.turn_detail(rt.engine, key)
+                if found is not None:
+                    delegate_id = found["turn"]["delegate_id"]
+                    found["zone"] = zone_of(delegate_id, zones_for(rt, [delegate_id]))
+                return found
+
+            found = await load(request, work)
+            if found is None:
+                raise ApiError(404, "not_found", "no such user turn")
+            return page(request, "turn.html", found)
+
+        return await guarded(request, render)
+
+    @router.get("/timers/{timer_id}", response_class=HTMLResponse)
+    async def timer_page(request: Request, timer_id: str) -> Response:
+        async def render() -> Response:
+            try:
+                key = uuid.UUID(timer_id)
+            except ValueError:
+                raise ApiError(404, "not_found", "no such timer (an id is a UUID)") from None
+
+            def work(rt: Runtime) -> dict[str, Any] | None:
+                found = reads.timer_detail(rt.engine, key)
+                if found is None:
+                    return None
+                delegate_id = found["delegate_id"]
+                return {"timer": found, "zone": zone_of(delegate_id, zones_for(rt, [delegate_id]))}
+
+            found = await load(request, work)
+            if found is None:
+                raise ApiError(404, "not_found", "no such timer")
+            return page(request, "timer.html", found)
+
+        return await guarded(request, render)
+
+    @router.get("/delegates/{delegate_id}/timers/{name}", response_class=HTMLResponse)
+    async def timer_by_name(request: Request, delegate_id: str, name: str) -> Response:
+        """A timer as a ``timer.due`` signal names it: its delegate and name."""
+
+        async def render() -> Response:
+            found = await load(request, lambda rt: reads.timer_named(rt.engine, delegate_id, name))
+            if found is None:
+                raise ApiError(404, "not_found", f"no timer {name!r} of delegate {delegate_id!r}")
+            return RedirectResponse(f"/timers/{found}", 303)
 
         return await guarded(request, render)
 

@@ -65,7 +65,7 @@ def charts(report: dict[str, Any]) -> list[Chart]:
     hours_after = report["candidate"]["activations"]["per_hour"]
     hours = sorted(set(hours_before) | set(hours_after))
     per_hour = paired_chart(
-        "Activations per hour",
+        "Activations per hour (UTC)",
         [h[11:16] for h in hours],
         [(hours_before.get(h, 0), hours_after.get(h, 0)) for h in hours],
         "activations",

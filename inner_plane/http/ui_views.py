@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,10 +19,12 @@ from inner_plane.timeline import TimelineEntry
 DEFAULT_ZONE = "UTC"
 
 
-def zone_of(delegate_id: str | None) -> str:
-    """The IANA time zone a delegate's times are shown in. UTC until the people table gives each
-    delegate one: the pages take the zone's name from here, so wiring it is this one function."""
-    return DEFAULT_ZONE
+def zone_of(delegate_id: Any, zones: Mapping[str, str] | None = None) -> str:
+    """The IANA time zone a delegate's times are shown in: its person's (``zones``, read once
+    per page for the delegates it shows), UTC for a delegate without a person."""
+    if zones is None or not isinstance(delegate_id, str):
+        return DEFAULT_ZONE
+    return zones.get(delegate_id, DEFAULT_ZONE)
 
 
 def _zone(name: str) -> ZoneInfo:
@@ -136,7 +139,8 @@ def entry_view(item: TimelineEntry, zone: str = DEFAULT_ZONE) -> dict[str, Any]:
         "status": STATUS.get(kind),
         "summary": str(item.get("summary") or ""),
         "activation_id": item.get("activation_id"),
-        "batch": [signal_view(s) for s in batch if isinstance(s, dict)],
+        "turn_id": item.get("turn_id"),
+        "batch": [signal_view(s, zone) for s in batch if isinstance(s, dict)],
         "envelope": envelope,
         "memories": memories if isinstance(memories, list) else None,
         "raw": pretty(detail),
@@ -183,7 +187,12 @@ def quiet_view(item: dict[str, Any], zone: str = DEFAULT_ZONE) -> dict[str, Any]
     title = QUIET_TITLES.get(event, event).format(mode=mode.capitalize())
     if event == "downgraded" and item.get("requested_mode") != "interrupt":
         title = f"{str(item.get('requested_mode')).capitalize()} downgraded to {mode}"
-    if event == "deferred" and "budget" in str(item.get("reason") or ""):
+    reason = str(item.get("reason") or "")
+    if event == "deferred" and reason.startswith("token budget"):
+        title = "Deferred: daily token budget spent"
+    elif event == "deferred" and reason.startswith("quiet hours"):
+        title = "Deferred: quiet hours"
+    elif event == "deferred" and "budget" in reason:
         title = "Deferred: wake budget spent"
     at = item.get("at")
     return {
@@ -405,16 +414,21 @@ def age_words(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
-def overview_view(item: dict[str, Any]) -> dict[str, Any]:
+def overview_view(item: dict[str, Any], zones: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A dashboard row: the overview item with its times shown in the delegate's zone, and what
     is due next named (a timer by its name, or a delayed signal)."""
-    zone = zone_of(item["delegate_id"])
+    zone = zone_of(item["delegate_id"], zones)
     timer = item.get("next_timer")
     next_due = item.get("next_due_at")
     if next_due is None:
         what = None
     elif timer is not None and timer.get("due_at") == next_due:
-        what = {"kind": "timer", "name": timer.get("name"), "purpose": timer.get("purpose")}
+        what = {
+            "kind": "timer",
+            "name": timer.get("name"),
+            "purpose": timer.get("purpose"),
+            "id": timer.get("id"),
+        }
     else:
         what = {"kind": "signal", "name": "a delayed or backing-off signal", "purpose": None}
     last = item.get("last_activation") or None
@@ -565,3 +579,12 @@ def signal_page_view(
         "caused_by": signal.get("caused_by"),
         "held_back": _held_back(signal, zone),
     }
+
+
+def timer_named_by(signal: dict[str, Any]) -> str | None:
+    """The timer a ``timer.due`` signal of the timers names (its ``data.timer``), if any."""
+    data = signal.get("data")
+    if signal.get("kind") != "timer.due" or signal.get("source") != "timers":
+        return None
+    name = data.get("timer") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name else None

@@ -14,6 +14,7 @@ from typing import cast
 from sqlalchemy import Index, MetaData, Table
 
 from inner_plane.journal import memories, policy, processors
+from inner_plane.journal.channels import mailboxes, messages
 from inner_plane.journal.conversation import capsule, thoughtflow, usage, window
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.people import people, questions, tokens
@@ -23,6 +24,8 @@ from inner_plane.journal.timers import store as timers
 # The modules whose row classes join the metadata (imported for that, named so it is explicit).
 OWNERS = (
     conversation,
+    mailboxes,
+    messages,
     memories,
     people,
     policy,

@@ -285,8 +285,19 @@ SIGNAL_EVENTS = Table(
     Column("actor", Text),
     # The attention policy version of a lane decision (deferred, claimed; NULL: the settings).
     Column("policy_version", Integer),
+    # The signal's delegate, on the events a timeline shows as quiet entries (filled by the
+    # trigger of migration 0024; NULL on every other event).
+    Column("delegate_id", Text),
     Index("ix_signal_events_signal", "signal_id", "id"),
     Index("ix_signal_events_at", "at"),
+    Index(
+        "ix_signal_events_quiet",
+        "delegate_id",
+        "at",
+        postgresql_where=text(
+            "event IN ('deferred', 'retry_scheduled', 'quarantined', 'loop_stopped', 'expired')"
+        ),
+    ),
 )
 
 

@@ -16,6 +16,7 @@ from inner_plane.activation import Activation, AgentResult, Preempted, WorkingCo
 from inner_plane.activation.storable import storable_result, storable_text
 from inner_plane.activation.tokens import cost_usd
 from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.celery_bridge import send_channel_answer
 from inner_plane.config import Settings
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane import claims
@@ -28,6 +29,9 @@ from inner_plane.outbound.channels import Channel
 from inner_plane.outbound.deliver import contact_on_dispositions
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Signal
+
+# Channels whose turns are answered on the same channel (inner_plane.channels.replies).
+ANSWERED_CHANNELS = ("email", "sms")
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,21 @@ class Activator:
             )
             return
         finish.completed(closing, step, context, result, time.monotonic() - started)
+        self._answer_on_channel(activation)
         self._contact(activation, result)
+
+    def _answer_on_channel(self, activation: Activation) -> None:
+        """A turn that came in by mail or text is answered the same way: ask for it now (beat
+        sends whatever this misses)."""
+        message = activation.user_message
+        if message is None or message.channel not in ANSWERED_CHANNELS:
+            return
+        try:
+            send_channel_answer(self.runtime.settings, str(message.turn_id))
+        except Exception as error:  # the broker is down: beat's sweep sends it later
+            logs.emit(
+                "channel_answer_deferred", delegate=activation.delegate_id, reason=str(error)[:200]
+            )
 
     def _contact(self, activation: Activation, result: AgentResult) -> None:
         """Best effort: the settlement stands whatever happens here."""

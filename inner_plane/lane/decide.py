@@ -17,13 +17,14 @@ ThoughtFlow record, so it lives with the value types:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from inner_plane.activation import Trigger
 from inner_plane.attention.document import AttentionPolicy, KindTiming
 from inner_plane.attention.policy import budget_frees_at, wait_before_claim, window_by_kind
+from inner_plane.attention.quiet import QuietHours, quiet_until
 from inner_plane.config import Settings
 from inner_plane.journal.lane.claims import DueWindow, SafePointCheck
 
@@ -50,6 +51,12 @@ class LanePolicy:
     kind_timing: Callable[[str], KindTiming] | None = None
     # The label of the rule that set the delegate's budget or batch limit, if any.
     delegate_rule: str | None = None
+    # Tokens a UTC day before background wakes wait for the next (None: no budget).
+    daily_token_budget: int | None = None
+    # Background wakes wait for the end of these, in the person's zone (None: none).
+    quiet_hours: QuietHours | None = None
+    # Some kind has a batch limit of its own (:meth:`kind_limits`).
+    limits_kinds: bool = False
 
     @classmethod
     def of(cls, settings: Settings) -> LanePolicy:
@@ -58,6 +65,7 @@ class LanePolicy:
             max_age_s=settings.batch_max_age_ms / 1000,
             wake_budget_per_hour=settings.wake_budget_per_hour,
             batch_limit=settings.batch_limit,
+            daily_token_budget=settings.daily_token_budget,
         )
 
     @classmethod
@@ -73,9 +81,28 @@ class LanePolicy:
             wake_budget_per_hour=limits.wake_budget_per_hour,
             batch_limit=limits.batch_limit,
             version=policy.version,
-            kind_timing=None if policy.uniform else timing,
+            kind_timing=None if policy.uniform and not policy.limits_kinds else timing,
             delegate_rule=limits.rule,
+            daily_token_budget=limits.daily_token_budget,
+            quiet_hours=limits.quiet_hours,
+            limits_kinds=policy.limits_kinds,
         )
+
+    @property
+    def holds_runs(self) -> bool:
+        """A daily token budget or quiet hours may hold a background run (:func:`held_back`)."""
+        return self.daily_token_budget is not None or self.quiet_hours is not None
+
+    def kind_limits(self, kinds: Iterable[str]) -> dict[str, int]:
+        """The batch limit of each of ``kinds`` that has one of its own."""
+        if not self.limits_kinds or self.kind_timing is None:
+            return {}
+        found = {}
+        for kind in kinds:
+            limit = self.kind_timing(kind).batch_limit
+            if limit is not None:
+                found[kind] = limit
+        return found
 
     def window_wait(self, window: DueWindow) -> tuple[float | None, str | None]:
         """Seconds before claiming (None: nothing due), and the rule whose window binds."""
@@ -203,3 +230,38 @@ def token_budget(tokens_today: int, budget: int | None, now: datetime) -> DeferF
         today + timedelta(days=1),
         f"token budget: {tokens_today} tokens used today (limit {budget} a day)",
     )
+
+
+def quiet_hours(hours: QuietHours | None, time_zone: str, now: datetime) -> DeferForBudget | None:
+    """The policy's quiet hours: during them (in the person's ``time_zone``) background wakes
+    wait for their end; interrupts and user turns are never held (the caller asks only for
+    wakes and drains)."""
+    if hours is None:
+        return None
+    until = quiet_until(now, time_zone, hours.start, hours.end)
+    if until is None:
+        return None
+    return DeferForBudget(until, f"quiet hours {hours} ({time_zone})")
+
+
+def held_back(
+    decision: Run | DeferForBudget,
+    policy: LanePolicy,
+    now: datetime,
+    tokens_today: Callable[[], int],
+    time_zone: Callable[[], str],
+) -> Run | DeferForBudget:
+    """A background run (wake or drain) the daily token budget or the quiet hours hold back
+    becomes a deferral until they allow it; anything else stands. ``tokens_today`` and
+    ``time_zone`` are asked only when a budget or quiet hours apply (each is a read)."""
+    if not isinstance(decision, Run) or decision.trigger not in (Trigger.WAKE, Trigger.DRAIN):
+        return decision
+    if policy.daily_token_budget is not None:
+        spent = token_budget(tokens_today(), policy.daily_token_budget, now)
+        if spent is not None:
+            return spent
+    if policy.quiet_hours is not None:
+        quiet = quiet_hours(policy.quiet_hours, time_zone(), now)
+        if quiet is not None:
+            return quiet
+    return decision

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from sqlalchemy import Connection
 
 from inner_plane import logs
-from inner_plane.activation import Activation, Trigger, UserMessage
+from inner_plane.activation import Activation, UserMessage
 from inner_plane.config import Settings
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import usage
 from inner_plane.journal.lane import activations, claims, user_turns
 from inner_plane.journal.lane.leases import LeaseLost
+from inner_plane.journal.people import people
 from inner_plane.lane import decide
 from inner_plane.lane.records import Step, Transaction, activation_fields, entry, log_quarantined
 
@@ -77,19 +78,15 @@ def open_step(
                 rule=decision.rule,
             )
             return decision.seconds
-        if (
-            isinstance(decision, decide.Run)
-            and decision.trigger in (Trigger.WAKE, Trigger.DRAIN)
-            and settings.daily_token_budget is not None
-        ):
-            decision = (
-                decide.token_budget(
-                    usage.tokens_today(connection, delegate_id),
-                    settings.daily_token_budget,
-                    window.now,
-                )
-                or decision
-            )
+        # The daily token budget and the quiet hours hold background runs (each a read, made
+        # only when the policy in force sets it).
+        decision = decide.held_back(
+            decision,
+            policy,
+            window.now,
+            lambda: usage.tokens_today(connection, delegate_id),
+            lambda: people.time_zone_of(connection, delegate_id),
+        )
         if isinstance(decision, decide.DeferForBudget):
             ids = claims.defer_signals(
                 connection,
@@ -114,6 +111,7 @@ def open_step(
             delegate_id,
             activation_id,
             policy.batch_limit,
+            kind_limits=policy.kind_limits(k.kind for k in window.kinds),
             # A user turn breaks a chain: the loop guard follows autonomous work only.
             chain_limit=settings.loop_chain_limit if turn is None else None,
             policy_version=policy.version,

@@ -8,7 +8,10 @@
   the epoch fence;
 - delegates with due wake/interrupt signals or queued user turns and no live lease get an
   activate (a lost wake message or flushed Redis costs one sweep period);
-- pending signals past their expires_at become expired.
+- pending signals past their expires_at become expired;
+- on a Redis broker, publications the broker acknowledged and no worker journaled within
+  ``INNER_PLANE_RECEIPT_GRACE_S`` are journaled from their receipts (:mod:`inner_plane.receipts`,
+  :mod:`inner_plane.lane.replay`), before the delegates to wake are read.
 
 Every row reads back (see ``journal.tolerant``), and a delegate whose wake cannot be sent is
 logged and skipped: no row and no delegate stops the sweep of the others.
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from inner_plane import logs
 from inner_plane.attention.wakes import send_activate
 from inner_plane.journal.lane.recovery import Recovery
+from inner_plane.lane.replay import replay
 from inner_plane.runtime import Runtime
 
 
@@ -29,6 +33,7 @@ class SweepReport:
     recovered: list[str] = field(default_factory=list)
     woken: list[str] = field(default_factory=list)
     expired: int = 0
+    replayed: int = 0  # messages journaled from their receipts
 
 
 def sweep(runtime: Runtime) -> SweepReport:
@@ -37,6 +42,10 @@ def sweep(runtime: Runtime) -> SweepReport:
     for signal in journal.expire_all():
         report.expired += 1
         logs.emit("expired", **logs.of_signal(signal))
+    try:
+        report.replayed = len(replay(runtime).journaled)
+    except Exception as error:  # a store down: the receipts wait for the next sweep
+        logs.emit("receipts_replay_failed", reason=str(error)[:200])
     report.recovered = journal.delegates_to_recover()
     wake = set(report.recovered) | set(journal.delegates_to_wake())
     for delegate_id in sorted(wake):

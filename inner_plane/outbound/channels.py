@@ -38,6 +38,10 @@ class Message:
     # Set when the message asks the person something (a needs_input disposition): their answer
     # comes back as a user turn with in_reply_to = this id.
     question_id: str | None = None
+    # A reply in a mail thread (inner_plane.channels.replies): the Message-ID it answers and
+    # the thread's References.
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
 
 
 class ChannelError(Exception):
@@ -58,15 +62,18 @@ def message_id(key: str, domain: str) -> str:
 class SmtpChannel:
     name = "email"
 
-    def __init__(self, settings: Settings, recipients: list[str] | None = None) -> None:
-        """To ``recipients`` (a person's addresses), else to NOTIFY_SMTP_TO."""
+    def __init__(
+        self, settings: Settings, recipients: list[str] | None = None, sender: str | None = None
+    ) -> None:
+        """To ``recipients`` (a person's addresses), else to NOTIFY_SMTP_TO; from ``sender``
+        (the delegate's own mailbox), else NOTIFY_SMTP_FROM."""
         assert settings.notify_smtp_host and (recipients or settings.notify_smtp_to)
         self.host = settings.notify_smtp_host
         self.port = settings.notify_smtp_port
         self.starttls = settings.notify_smtp_starttls
         self.username = settings.notify_smtp_username
         self.password = settings.notify_smtp_password
-        self.sender = settings.notify_smtp_from
+        self.sender = sender or settings.notify_smtp_from
         self.recipients = recipients or [
             r.strip() for r in (settings.notify_smtp_to or "").split(",") if r.strip()
         ]
@@ -84,6 +91,9 @@ class SmtpChannel:
             email["Importance"] = "high"
         if message.question_id is not None:
             email[QUESTION_HEADER] = message.question_id
+        if message.in_reply_to is not None:
+            email["In-Reply-To"] = message.in_reply_to
+            email["References"] = " ".join(message.references or (message.in_reply_to,))
         email.set_content(message.body)
         try:
             with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
@@ -179,15 +189,26 @@ class UnreachableChannel:
 
 
 def person_channel(
-    settings: Settings, preferred: str, emails: list[str], webhook_url: str | None
+    settings: Settings,
+    preferred: str,
+    emails: list[str],
+    webhook_url: str | None,
+    *,
+    sender: str | None = None,
+    phones: list[str] | None = None,
 ) -> Channel:
-    """The channel of a person's preferred way to be contacted."""
+    """The channel of a person's preferred way to be contacted (mail from ``sender``, the
+    delegate's own mailbox, when it has one)."""
+    if preferred == "sms":
+        from inner_plane.outbound.sms import sms_channel
+
+        return sms_channel(settings, phones or [])
     if preferred == "email":
         if not settings.notify_smtp_host:
             return UnreachableChannel("email", "email: INNER_PLANE_NOTIFY_SMTP_HOST is not set")
         if not emails:
             return UnreachableChannel("email", "email: the person has no email address")
-        return SmtpChannel(settings, recipients=emails)
+        return SmtpChannel(settings, recipients=emails, sender=sender)
     if preferred == "webhook":
         if not settings.notify_webhook_secret:
             return UnreachableChannel(

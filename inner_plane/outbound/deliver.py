@@ -150,7 +150,7 @@ def deliver_due(runtime: Runtime, defaults: Sequence[Channel], limit: int = 100)
                 waiting.subject,
                 waiting.body,
                 waiting.effect_key,
-                question_id=_question_of_key(waiting.effect_key),
+                question_id=question_of_key(waiting.effect_key),
             )
             if channel is None:
                 error: str | None = f"{waiting.channel}: no such channel any more"
@@ -180,7 +180,8 @@ def question_id_for(signal_id: uuid.UUID) -> uuid.UUID:
     return uuid.uuid5(QUESTION_NAMESPACE, disposition_key(signal_id, Disposition.NEEDS_INPUT))
 
 
-def _question_of_key(effect_key: str) -> str | None:
+def question_of_key(effect_key: str) -> str | None:
+    """The question a needs_input delivery's effect key asked, if it is one."""
     kind, _, rest = effect_key.partition(":")
     signal, _, disposition = rest.rpartition(":")
     if kind != "disposition" or disposition != Disposition.NEEDS_INPUT.value:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfoNotFoundError
 
 from inner_plane import logs
+from inner_plane.journal.channels.mailboxes import Mailboxes
 from inner_plane.journal.people.people import PeopleJournal, Person
 from inner_plane.outbound.channels import Channel, person_channel
 from inner_plane.people.quiet import quiet_until
@@ -33,9 +34,7 @@ def route(
     person = PeopleJournal(runtime.engine).get(delegate_id)
     if person is None:
         return Route(list(defaults))
-    channel = person_channel(
-        runtime.settings, person.preferred_channel, list(person.emails), person.webhook_url
-    )
+    channel = _person_channel(runtime, person, person.preferred_channel)
     moment = datetime.now(UTC) if now is None else now
     try:
         until = quiet_until(moment, person.time_zone, person.quiet_start, person.quiet_end)
@@ -47,6 +46,20 @@ def route(
     return Route([channel], until, person)
 
 
+def _person_channel(runtime: Runtime, person: Person, name: str) -> Channel:
+    """The person's channel ``name``; mail goes out from the delegate's own mailbox, if it has
+    one, so the person's reply comes back to it."""
+    mailbox = Mailboxes(runtime.engine).get(person.delegate_id) if name == "email" else None
+    return person_channel(
+        runtime.settings,
+        name,
+        list(person.emails),
+        person.webhook_url,
+        sender=None if mailbox is None else mailbox.address,
+        phones=list(person.phones),
+    )
+
+
 def channel_named(
     runtime: Runtime, delegate_id: str, name: str, defaults: Sequence[Channel]
 ) -> Channel | None:
@@ -54,5 +67,5 @@ def channel_named(
     current address on it, else the configured default of that name."""
     person = PeopleJournal(runtime.engine).get(delegate_id)
     if person is not None:
-        return person_channel(runtime.settings, name, list(person.emails), person.webhook_url)
+        return _person_channel(runtime, person, name)
     return next((channel for channel in defaults if channel.name == name), None)

@@ -46,7 +46,12 @@ def add(
         quiet=quiet_hours,
     )
     values.setdefault("preferred_channel", _default_channel(values))
-    model.reachable(values["preferred_channel"], values["emails"], values.get("webhook_url"))
+    model.reachable(
+        values["preferred_channel"],
+        values["emails"],
+        values.get("webhook_url"),
+        values.get("phones", ()),
+    )
     return PeopleJournal(runtime.engine).add(delegate_id, values)
 
 
@@ -86,6 +91,7 @@ def update(
         values.get("preferred_channel", current.preferred_channel),
         values.get("emails", current.emails),
         values.get("webhook_url", current.webhook_url),
+        values.get("phones", current.phones),
     )
     return journal.update(delegate_id, values)
 

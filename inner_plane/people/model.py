@@ -18,9 +18,11 @@ from urllib.parse import urlsplit
 
 import phonenumbers
 
+from inner_plane.attention.quiet import clock as quiet_clock
+from inner_plane.attention.quiet import quiet_span
 from inner_plane.signals.model import IDENTIFIER_RE
 
-CHANNELS = ("email", "webhook", "app")
+CHANNELS = ("email", "webhook", "app", "sms")
 MAX_NAME = 200
 MAX_EMAILS = 10
 MAX_PHONES = 10
@@ -28,7 +30,6 @@ MAX_URL = 2000
 # What mail systems accept in practice (RFC 5321 limits: 64 local, 254 total); no spaces,
 # quotes or list separators, a dotted domain.
 _EMAIL = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
-_CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9]))?")
 
 
 class PersonError(ValueError):
@@ -109,23 +110,19 @@ def channel(value: str) -> str:
 
 
 def clock(value: str, field: str) -> time:
-    match = _CLOCK.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        raise PersonError(field, f"{value!r} must be a time HH:MM or HH:MM:SS (24 h)")
-    return time(int(match[1]), int(match[2]), int(match[3] or 0))
+    try:
+        return quiet_clock(value)
+    except ValueError as error:
+        raise PersonError(field, str(error)) from None
 
 
 def quiet_hours(value: str | None) -> tuple[time | None, time | None]:
     """``"22:00-07:00"`` (in the person's time zone; may span midnight) or None/"" for none."""
-    if value is None or value in ("", "none", "off"):
-        return None, None
-    start, dash, end = value.partition("-")
-    if not dash:
-        raise PersonError("quiet_hours", f"{value!r} must be HH:MM-HH:MM, e.g. 22:00-07:00")
-    begins, ends = clock(start.strip(), "quiet_hours"), clock(end.strip(), "quiet_hours")
-    if begins == ends:
-        raise PersonError("quiet_hours", "start and end must differ")
-    return begins, ends
+    try:
+        span = quiet_span(value)
+    except ValueError as error:
+        raise PersonError("quiet_hours", str(error)) from None
+    return (None, None) if span is None else (span.start, span.end)
 
 
 def _unique(values: Sequence[str], check: Any, field: str, most: int) -> list[str]:
@@ -183,9 +180,13 @@ def fields(
     return values
 
 
-def reachable(preferred: str, emails: Sequence[str], webhook: str | None) -> None:
+def reachable(
+    preferred: str, emails: Sequence[str], webhook: str | None, phones: Sequence[str] = ()
+) -> None:
     """The preferred channel must have its contact point."""
     if preferred == "email" and not emails:
         raise PersonError("preferred_channel", "email needs at least one email address")
     if preferred == "webhook" and not webhook:
         raise PersonError("preferred_channel", "webhook needs a webhook_url")
+    if preferred == "sms" and not phones:
+        raise PersonError("preferred_channel", "sms needs at least one phone number")

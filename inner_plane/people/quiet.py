@@ -2,40 +2,19 @@
 
 Quiet hours are wall-clock times in the person's IANA zone (``zoneinfo``), start inclusive and
 end exclusive; a start after the end spans midnight (22:00-07:00). Only proactive contact that
-is not urgent waits for their end; background wakes of the delegate are unaffected.
+is not urgent waits for their end; background wakes wait only for the attention policy's own
+quiet hours (``quiet_hours`` in the policy document), not for these.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
+# One clock rule for the person's quiet hours and the attention policy's.
+from inner_plane.attention.quiet import quiet_until
 
-def _at(day: date, clock: time, zone: ZoneInfo) -> datetime:
-    # A wall-clock time a DST change skips is read with the offset before the change (fold=0),
-    # which lands just after the gap: never earlier than the person asked.
-    return datetime.combine(day, clock, tzinfo=zone).astimezone(UTC)
-
-
-def quiet_until(
-    now: datetime, time_zone: str, start: time | None, end: time | None
-) -> datetime | None:
-    """If ``now`` (aware) falls in the quiet hours: when they end (UTC). Else None."""
-    if start is None or end is None or start == end:
-        return None
-    zone = ZoneInfo(time_zone)
-    local = now.astimezone(zone)
-    clock = local.time().replace(tzinfo=None)
-    today = local.date()
-    if start < end:
-        if start <= clock < end:
-            return _at(today, end, zone)
-        return None
-    if clock >= start:  # before midnight: the quiet hours end tomorrow
-        return _at(today + timedelta(days=1), end, zone)
-    if clock < end:
-        return _at(today, end, zone)
-    return None
+__all__ = ["local_now", "quiet_until"]
 
 
 def local_now(now: datetime, time_zone: str) -> datetime:

@@ -180,6 +180,13 @@ class EmbeddedServices:
             )
         if self.redis is not None:
             lines.append(f"embedded Redis: {self.redis.socket} (pid {self.redis.pid})")
+        for server in self.servers:
+            if server.adopted_at_start:
+                lines.append(
+                    f"!! embedded {server.name} (pid {server.pid}) was already running on this "
+                    f"data dir and answers on {server.where()}: adopting it (its data as it is; "
+                    "it is watched, and stopped with the plane, like our own)"
+                )
         return lines
 
     def stop(self) -> list[str]:

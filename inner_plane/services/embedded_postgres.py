@@ -136,8 +136,12 @@ class EmbeddedPostgres(ServerProcess):
         return True
 
     def start(self) -> str:
-        self.prepare()
-        self.launch()
+        """Adopt the postmaster already running on our cluster if it answers; otherwise stop
+        one left there (shutting down, or not answering) and start ours."""
+        self.prepare(stop_orphan=False)
+        if not self.adopt_running():
+            self.stop_orphan()
+            self.launch()
         from inner_plane.journal.database import ensure_database
 
         ensure_database(self.url)

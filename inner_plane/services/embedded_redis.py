@@ -99,7 +99,11 @@ class EmbeddedRedis(ServerProcess):
             self.stop()
 
     def start(self) -> str:
+        """Adopt the server already running on our socket if it answers (its data untouched);
+        otherwise stop any left there and start ours."""
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.adopt_running():
+            return self.url
         self.stop_orphan()
         with contextlib.suppress(OSError):
             self.socket.unlink()

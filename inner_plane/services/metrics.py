@@ -63,6 +63,28 @@ def _signal_key(event: str, kind: Any, source: Any, known: frozenset[str]) -> st
     return f"signals_{event}|namespace={_namespace(kind, known)}|source={source or ''}"
 
 
+# Mail and SMS records and the counter each adds to (labels from closed sets only).
+_MAIL_OUTCOMES = frozenset({"turn", "ambient", "dropped", "refused", "duplicate"})
+_SMS_OUTCOMES = {"turn": "accepted", "unknown": "unknown", "duplicate": "duplicate"}
+_ANSWER_OUTCOMES = frozenset({"sent", "failed", "none"})
+
+
+def _channel_key(event: str, fields: dict[str, Any]) -> str | None:
+    outcome = fields.get("outcome")
+    if event == "mail_received":
+        label = outcome if outcome in _MAIL_OUTCOMES else "other"
+        return f"channel_messages|channel=email|outcome={label}"
+    if event == "sms_received":
+        return f"sms_webhook|outcome={_SMS_OUTCOMES.get(str(outcome), 'other')}"
+    if event == "sms_refused":
+        return "sms_webhook|outcome=refused"
+    if event == "channel_answer":
+        channel = fields.get("channel") if fields.get("channel") in ("email", "sms") else "other"
+        label = outcome if outcome in _ANSWER_OUTCOMES else "other"
+        return f"channel_answers|channel={channel}|outcome={label}"
+    return None
+
+
 def _bucket(seconds: float) -> str:
     for bound in BUCKETS:
         if seconds <= bound:
@@ -90,7 +112,10 @@ class Recorder:
 
     # The observer: called for every record, on the caller's thread; only touches memory.
     def __call__(self, event: str, fields: dict[str, Any]) -> None:
-        if event in _SIGNAL_EVENTS:
+        channel_key = _channel_key(event, fields)
+        if channel_key is not None:
+            self._add(channel_key, 1)
+        elif event in _SIGNAL_EVENTS:
             key = _signal_key(event, fields.get("kind"), fields.get("source"), self.namespaces)
             self._add(key, 1)
         elif event in _ACTIVATION_EVENTS and fields.get("source") == "lane":
@@ -214,6 +239,17 @@ _HELP = {
     "signals_rejected": "Publications refused as bad input",
     "signals_quarantined": "Stored signals quarantined (dead) because they could not be processed",
     "activations": "Activations by outcome (started, completed, failed, interrupted)",
+    "channel_messages": "Mails read, by what they became (turn, ambient, dropped, refused, "
+    "duplicate)",
+    "sms_webhook": "SMS webhook requests: accepted, refused (signature or form), unknown "
+    "sender, duplicate (replayed MessageSid)",
+    "channel_answers": "Answers to mail and SMS turns, by channel and outcome",
+}
+_LABELS = {
+    "activations": ["outcome"],
+    "channel_messages": ["channel", "outcome"],
+    "sms_webhook": ["outcome"],
+    "channel_answers": ["channel", "outcome"],
 }
 _HISTOGRAMS = {
     "activation_duration": "Seconds from an activation's start to its end",
@@ -255,13 +291,13 @@ def families(
             up.add_metric(["redis"], 0)
     counters: dict[str, Any] = {}
     for name, help_text in _HELP.items():
-        label_names = ["outcome"] if name == "activations" else ["namespace", "source"]
+        label_names = _LABELS.get(name, ["namespace", "source"])
         counters[name] = CounterMetricFamily(f"inner_plane_{name}", help_text, labels=label_names)
     histograms: dict[str, dict[str, Any]] = {name: {} for name in _HISTOGRAMS}
     for key, value in raw.items():
         name, labels = _split(key)
         if name in counters:
-            names = ["outcome"] if name == "activations" else ["namespace", "source"]
+            names = _LABELS.get(name, ["namespace", "source"])
             counters[name].add_metric([labels.get(k, "") for k in names], value)
         for hist in _HISTOGRAMS:
             if name == f"{hist}_bucket":
@@ -300,6 +336,7 @@ def families(
 def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
+    from inner_plane.journal.channels import overview as channel_overview
     from inner_plane.journal.database import engine_rows, reading
     from inner_plane.journal.operator import overview
 
@@ -311,6 +348,8 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
             backlog = overview.delegates_with_backlog(rows)
             budget = overview.wake_budget_used(rows, TOP_DELEGATES)
             tokens = overview.tokens_today(rows, TOP_DELEGATES)
+            boxes = channel_overview.mailboxes(rows)
+            pending = channel_overview.answers_pending(rows)
     except Exception:
         up.add_metric(["postgresql"], 0)
         return
@@ -392,3 +431,44 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
         cost.add_metric([entry["delegate_id"]], entry["cost_usd"])
     yield spent
     yield cost
+    yield from _channel_families(boxes, pending)
+
+
+def _channel_families(boxes: list[dict[str, Any]], pending: dict[str, int]) -> Iterator[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    age = GaugeMetricFamily(
+        "inner_plane_mailbox_last_poll_age_seconds",
+        "Seconds since the mailbox was last read (absent: never)",
+        labels=["delegate"],
+    )
+    idle = GaugeMetricFamily(
+        "inner_plane_mailbox_idle",
+        "1 while a watcher waits on the mailbox with IDLE",
+        labels=["delegate"],
+    )
+    failing = GaugeMetricFamily(
+        "inner_plane_mailbox_failing", "1 if the mailbox's last poll failed", labels=["delegate"]
+    )
+    backlog = GaugeMetricFamily(
+        "inner_plane_mailbox_backlog", "Unseen mails left for the next poll", labels=["delegate"]
+    )
+    for box in boxes:
+        delegate = [str(box["delegate_id"])]
+        if box["last_poll_age_s"] is not None:
+            age.add_metric(delegate, float(box["last_poll_age_s"]))
+        idle.add_metric(delegate, 1 if box["idle"] else 0)
+        failing.add_metric(delegate, 1 if box["last_error"] else 0)
+        backlog.add_metric(delegate, int(box["backlog"]))
+    yield age
+    yield idle
+    yield failing
+    yield backlog
+    waiting = GaugeMetricFamily(
+        "inner_plane_channel_answers_pending",
+        "Answers to mail and SMS turns not sent yet (the outbound queue)",
+        labels=["channel"],
+    )
+    for channel in ("email", "sms"):
+        waiting.add_metric([channel], pending.get(channel, 0))
+    yield waiting

@@ -178,3 +178,17 @@ class ServerProcess:
         """Watch (and at the end stop) a server started from outside as if it were our own."""
         self.process = None
         self.pid = pid
+
+    # Set when start found the server already running on our data dir and socket, answering
+    # (one an earlier owner left: an `up` killed with -9 leaves a server it had adopted), and
+    # adopted it instead of stopping it or starting a second one.
+    adopted_at_start = False
+
+    def adopt_running(self) -> bool:
+        """At start: adopt a server already running on our data dir and socket if it answers."""
+        other = self.other_server()
+        if other is None or not self.ready():
+            return False
+        self.adopt(other)
+        self.adopted_at_start = True
+        return True

@@ -47,6 +47,7 @@ class Report:
     journal: dict[str, Any] = field(default_factory=dict)
     lanes: list[dict[str, Any]] = field(default_factory=list)
     tokens_today: list[dict[str, Any]] = field(default_factory=list)
+    channels: dict[str, Any] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -68,6 +69,7 @@ class Report:
             "journal": self.journal,
             "lanes": self.lanes,
             "tokens_today": self.tokens_today,
+            "channels": self.channels,
             "problems": [p.__dict__ for p in self.problems],
         }
 
@@ -113,6 +115,7 @@ def _database(report: Report, targets: Targets) -> bool:
             lanes = overview.lanes(rows, targets.top_lanes)
             report.lanes = [lane.public() for lane in lanes]
             report.tokens_today = overview.tokens_today(rows, targets.top_lanes)
+            _channels(report, targets, rows)
     except Exception as error:
         entry["reachable"] = False
         entry["error"] = str(error).strip().splitlines()[0][:300] if str(error) else repr(error)
@@ -146,6 +149,49 @@ def _database(report: Report, targets: Targets) -> bool:
                 f"`inner-plane signals list --delegate {lane.delegate_id}`",
             )
     return True
+
+
+def _channels(report: Report, targets: Targets, rows: Any) -> None:
+    """Mail and SMS: each mailbox's poll, IDLE, error and backlog; answers waiting to go out."""
+    from inner_plane.journal.channels import overview as channels
+
+    boxes = channels.mailboxes(rows)
+    pending = channels.answers_pending(rows)
+    if not boxes and not pending:
+        return
+    report.channels = {"mailboxes": boxes, "answers_pending": pending}
+    stale_after = targets.settings.mail_poll_interval_s * 3 + 60
+    for box in boxes:
+        if box["last_error"]:
+            report.problem(
+                DEGRADED,
+                f"mailbox of {box['delegate_id']!r} fails: {str(box['last_error'])[:200]}",
+                f"check its settings (`inner-plane mail show {box['delegate_id']}`) and the "
+                "IMAP server",
+            )
+        elif box["last_poll_age_s"] is None or box["last_poll_age_s"] > stale_after:
+            report.problem(
+                NOTICE,
+                f"mailbox of {box['delegate_id']!r} was not read for a while",
+                "check that beat and the periodic worker run (or `inner-plane mail watch`)",
+            )
+
+
+def _counters(report: Report, client: redis.Redis) -> None:
+    """The SMS webhook's and the answers' counters (the /metrics hash), when there are any."""
+    from inner_plane import redis_keys
+
+    try:
+        raw = client.hgetall(redis_keys.metric_counters())
+    except redis.RedisError:
+        return
+    found: dict[str, float] = {}
+    for key, value in raw.items():
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        if name.startswith(("sms_webhook|", "channel_messages|", "channel_answers|")):
+            found[name] = float(value)
+    if found:
+        report.channels["counters"] = dict(sorted(found.items()))
 
 
 def _expected_heads(url: str) -> set[str]:
@@ -277,6 +323,7 @@ def collect(targets: Targets) -> Report:
         _workers(report, targets, listeners)
     if client is not None:
         _beat(report, targets, client)
+        _counters(report, client)
     _endpoint(report, "api", targets.api_url, "/healthz", '"ok"' if database_ok else "")
     _endpoint(report, "flower", targets.flower_url, "/healthcheck", "OK")
     return report

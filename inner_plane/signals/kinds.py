@@ -55,6 +55,8 @@ BUILTIN_KINDS: tuple[KindPolicy, ...] = (
     KindPolicy("task.failed", Mode.WAKE, 65, dedup_key_template="{task_id}:failed"),
     KindPolicy("timer.due", Mode.WAKE, 50, dedup_key_template="timer:{timer}:{scheduled_for}"),
     KindPolicy("system.alert", Mode.INTERRUPT, 95, interrupt_permitted=True),
+    # A stranger's mail to the delegate's mailbox (docs/channels.md): untrusted, never wakes.
+    KindPolicy("email.received", Mode.AMBIENT, 20, forced_mode=Mode.AMBIENT),
 )
 
 

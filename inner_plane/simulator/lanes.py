@@ -22,11 +22,11 @@ What stands in for what the live plane does:
 from __future__ import annotations
 
 import heapq
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from inner_plane.activation import Trigger
 from inner_plane.attention.document import AttentionPolicy
@@ -35,19 +35,25 @@ from inner_plane.lane import decide
 from inner_plane.signals.model import Mode
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+DEFAULT_ZONE = "UTC"
 HOUR = 3600.0
 # The debounce key outlives the window's maximum age by this much (attention.wakes).
 DEBOUNCE_SLACK_S = 5.0
 
 
-def at(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
+def at(seconds: float, _from: Any = datetime.fromtimestamp, _utc: Any = UTC) -> datetime:
+    return _from(seconds, _utc)  # type: ignore[no-any-return]
+
+
+# The window of a lane with nothing pending and no user turn: every decision on it is Idle, and
+# none reads its time, so one instance serves every such step.
+EMPTY_WINDOW = DueWindow(count=0, oldest=None, newest=None, interrupt=False, now=EPOCH)
 
 
 @dataclass(slots=True)
 class SimSignal:
     seq: int
-    id: uuid.UUID
+    id: str
     kind: str
     mode: Mode
     priority: int
@@ -59,7 +65,7 @@ class SimSignal:
 
 @dataclass(slots=True)
 class SimTurn:
-    id: uuid.UUID
+    id: str
     arrived: float
     recorded_s: float | None
 
@@ -77,13 +83,36 @@ class SimActivation:
     ended: bool = False
 
 
+class Spending:
+    """What each activation spends against the daily token budget, from the record: the
+    delegate's recorded tokens of that UTC day over its recorded activations of that day (the
+    mean per activation; :meth:`spend` at the activation's end, as usage is recorded)."""
+
+    def __init__(self, per_activation: Callable[[str, int], float] | None = None) -> None:
+        self.active = per_activation is not None
+        self.per_activation = per_activation
+        self.spent: dict[str, tuple[int, float]] = {}
+
+    def spend(self, delegate_id: str, started: float, ended: float) -> None:
+        assert self.per_activation is not None
+        day = int(ended // 86_400)
+        previous_day, spent = self.spent.get(delegate_id, (day, 0.0))
+        if previous_day != day:
+            spent = 0.0
+        self.spent[delegate_id] = (day, spent + self.per_activation(delegate_id, day))
+
+    def spent_today(self, delegate_id: str, now: float) -> float:
+        day, spent = self.spent.get(delegate_id, (-1, 0.0))
+        return spent if day == int(now // 86_400) else 0.0
+
+
 class Observer:
     """What the report counts; the engine calls it as things happen."""
 
     def activation(self, activation: SimActivation) -> None: ...
     def delivered(self, activation: SimActivation) -> None: ...
     def preempted(self, activation: SimActivation, reason: str) -> None: ...
-    def budget_deferred(self, delegate_id: str, signals: int) -> None: ...
+    def budget_deferred(self, delegate_id: str, signals: int, reason: str = "budget") -> None: ...
     def window_wait(self, delegate_id: str, rule: str | None) -> None: ...
 
 
@@ -98,9 +127,17 @@ class VirtualLane:
     debounce_until: float = float("-inf")
     starts: deque[float] = field(default_factory=deque)
     first: bool = True
+    # How soon each kind's window may close (see Plane._soon), remembered.
+    soon: dict[str, float] = field(default_factory=dict)
+    # The decision on the empty window, per (first, reason): see Plane._step.
+    on_empty: dict[tuple[bool, str], decide.Decision] = field(default_factory=dict)
 
 
 LOOK, END = 0, 1
+
+
+def _claim_order(signal: SimSignal) -> tuple[int, int]:
+    return -signal.priority, signal.seq
 
 
 class Plane:
@@ -111,10 +148,16 @@ class Plane:
         policy: AttentionPolicy,
         observer: Observer,
         fallback_duration: Callable[[], float],
+        spending: Spending | None = None,
+        time_zones: dict[str, str] | None = None,
     ) -> None:
         self.policy = policy
         self.observer = observer
         self.fallback_duration = fallback_duration
+        # Tokens each activation spends (the daily token budget), and each delegate's person's
+        # zone (the quiet hours); both only read when the candidate sets them.
+        self.spending = spending or Spending()
+        self.time_zones = time_zones or {}
         self.lanes: dict[str, VirtualLane] = {}
         self.queue: list[tuple[float, int, int, str]] = []
         self._order = 0
@@ -143,16 +186,21 @@ class Plane:
     def run_until(self, moment: float) -> None:
         """Handle every queued event due at or before ``moment``."""
         queue = self.queue
+        pop = heapq.heappop
+        lanes = self.lanes
         while queue and queue[0][0] <= moment:
-            when, _, what, delegate_id = heapq.heappop(queue)
-            self.now = max(self.now, when)
-            lane = self.lanes[delegate_id]
+            when, _, what, delegate_id = pop(queue)
+            if when > self.now:
+                self.now = when
+            lane = lanes[delegate_id]
             if what == END:
                 self._ended(lane)
-            elif lane.look_at is not None and lane.look_at <= when:
-                lane.look_at = None
-                if lane.running is None:
-                    self._lane_run(lane)
+            else:
+                look_at = lane.look_at
+                if look_at is not None and look_at <= when:
+                    lane.look_at = None
+                    if lane.running is None:
+                        self._lane_run(lane)
 
     def _look(self, lane: VirtualLane, when: float) -> None:
         if lane.look_at is None or when < lane.look_at:
@@ -162,24 +210,38 @@ class Plane:
     # --- what arrives ----------------------------------------------------------------------
 
     def signal(self, delegate_id: str, signal: SimSignal) -> None:
-        self.run_until(signal.arrived)
-        self.now = max(self.now, signal.arrived)
-        lane = self.lane(delegate_id)
+        arrived = signal.arrived
+        queue = self.queue
+        if queue and queue[0][0] <= arrived:
+            self.run_until(arrived)
+        if arrived > self.now:
+            self.now = arrived
+        now = self.now
+        lane = self.lanes.get(delegate_id) or self.lane(delegate_id)
         lane.pending.append(signal)
-        if signal.mode is Mode.INTERRUPT:
+        mode = signal.mode
+        if mode is Mode.INTERRUPT:
             self._safe_point(lane, interrupt=True)
-            self._look(lane, self.now)
-        elif signal.mode is Mode.WAKE:
-            timing = lane.policy.kind_timing
-            if timing is not None:
-                kind = timing(signal.kind)
-                soon = min(kind.quiet_s, kind.max_age_s)
-                if soon < self.base_quiet_s:
-                    self._look(lane, self.now + soon)
-                    return
-            if lane.debounce_until <= self.now:
-                lane.debounce_until = self.now + self.debounce_s
-                self._look(lane, self.now + self.base_quiet_s)
+            self._look(lane, now)
+        elif mode is Mode.WAKE:
+            soon = lane.soon.get(signal.kind)
+            if soon is None:
+                soon = lane.soon[signal.kind] = self._soon(lane, signal.kind)
+            if soon < self.base_quiet_s:
+                self._look(lane, now + soon)
+                return
+            if lane.debounce_until <= now:
+                lane.debounce_until = now + self.debounce_s
+                self._look(lane, now + self.base_quiet_s)
+
+    def _soon(self, lane: VirtualLane, kind: str) -> float:
+        """How soon a wake signal of ``kind`` may close its window: a kind with a sooner
+        window than the default quiet period is looked at then (``attention.wakes``)."""
+        timing = lane.policy.kind_timing
+        if timing is None:
+            return self.base_quiet_s
+        found = timing(kind)
+        return min(found.quiet_s, found.max_age_s)
 
     def user_turn(self, delegate_id: str, turn: SimTurn) -> None:
         self.run_until(turn.arrived)
@@ -220,6 +282,8 @@ class Plane:
             return
         running.ended = True
         lane.running = None
+        if self.spending.active:
+            self.spending.spend(lane.delegate_id, running.started, running.ends)
         if running.preempted is None:
             self.observer.delivered(running)
         if running.turn is None:
@@ -232,88 +296,148 @@ class Plane:
         self._step(lane, "wake")
 
     def _window(self, lane: VirtualLane, now: float) -> DueWindow:
+        """The due window the live lane's statement would read for this lane at ``now``."""
+        pending = lane.pending
+        if not pending and not lane.turns:
+            return EMPTY_WINDOW  # nothing due: the decision reads no time (Idle)
+        if len(pending) == 1 and not lane.turns:
+            # The common case, built directly: one signal and no user turn.
+            only = pending[0]
+            mode = only.mode
+            if only.available > now or (mode is not Mode.WAKE and mode is not Mode.INTERRUPT):
+                return EMPTY_WINDOW
+            moment = at(only.available)
+            starts = lane.starts
+            while starts and starts[0] <= now - HOUR:
+                starts.popleft()
+            counts = bool(starts) and mode is not Mode.INTERRUPT
+            return DueWindow(
+                1,
+                moment,
+                moment,
+                mode is Mode.INTERRUPT,
+                at(now),
+                autonomous_last_hour=len(starts) if counts else 0,
+                oldest_autonomous=at(starts[0]) if counts else None,
+                kinds=(KindWindow(only.kind, 1, moment, moment),)
+                if lane.policy.kind_timing is not None
+                else (),
+                policy_version=self.policy.version,
+            )
         # Kinds matter only when some kind has a window of its own.
         by_kind = lane.policy.kind_timing is not None
-        groups: dict[str, list[float]] = {}
+        groups: dict[str, list[Any]] = {}
         interrupt = False
         count = 0
-        oldest = newest = None
+        oldest = newest = 0.0
+        wake, interrupting = Mode.WAKE, Mode.INTERRUPT
         for signal in lane.pending:
-            if signal.available > now or signal.mode not in (Mode.WAKE, Mode.INTERRUPT):
+            available = signal.available
+            mode = signal.mode
+            if available > now or (mode is not wake and mode is not interrupting):
                 continue
+            if count == 0:
+                oldest = newest = available
+            elif available < oldest:
+                oldest = available
+            elif available > newest:
+                newest = available
             count += 1
-            interrupt = interrupt or signal.mode is Mode.INTERRUPT
+            if mode is interrupting:
+                interrupt = True
             if by_kind:
                 group = groups.get(signal.kind)
                 if group is None:
-                    groups[signal.kind] = [1, signal.available, signal.available]
+                    groups[signal.kind] = [signal.kind, 1, available, available]
                 else:
-                    group[0] += 1
-                    group[1] = min(group[1], signal.available)
-                    group[2] = max(group[2], signal.available)
-            oldest = signal.available if oldest is None else min(oldest, signal.available)
-            newest = signal.available if newest is None else max(newest, signal.available)
+                    group[1] += 1
+                    if available < group[2]:
+                        group[2] = available
+                    if available > group[3]:
+                        group[3] = available
         starts = lane.starts
         while starts and starts[0] <= now - HOUR:
             starts.popleft()
+        counted = count and not interrupt
         return DueWindow(
-            count=count,
-            oldest=None if oldest is None else at(oldest),
-            newest=None if newest is None else at(newest),
-            interrupt=interrupt,
-            now=at(now),
+            count,
+            at(oldest) if count else None,
+            at(newest) if count else None,
+            interrupt,
+            at(now),
             user_turn_waiting=bool(lane.turns),
-            autonomous_last_hour=len(starts) if count and not interrupt else 0,
-            oldest_autonomous=at(starts[0]) if starts and count and not interrupt else None,
-            kinds=tuple(
-                KindWindow(kind, int(g[0]), at(g[1]), at(g[2])) for kind, g in groups.items()
-            ),
+            autonomous_last_hour=len(starts) if counted else 0,
+            oldest_autonomous=at(starts[0]) if starts and counted else None,
+            kinds=tuple([KindWindow(g[0], g[1], at(g[2]), at(g[3])) for g in groups.values()])
+            if groups
+            else (),
             policy_version=self.policy.version,
         )
 
     def _step(self, lane: VirtualLane, reason: str) -> None:
         now = self.now
         window = self._window(lane, now)
-        turn = lane.turns[0] if decide.takes_user_turn(window) else None
-        decision = decide.decide(
-            window,
-            lane.policy,
-            first=lane.first,
-            reason=reason if lane.first else "drain",
-            user_turn_channel=None if turn is None else "replay",
-        )
-        if isinstance(decision, decide.Idle):
+        first = lane.first
+        turn = lane.turns[0] if lane.turns and decide.takes_user_turn(window) else None
+        if not first:
+            reason = "drain"
+        if window is EMPTY_WINDOW:
+            # The one window that recurs exactly: its decision is remembered per lane.
+            decision = lane.on_empty.get((first, reason))
+            if decision is None:
+                decision = lane.on_empty[first, reason] = decide.decide(
+                    window, lane.policy, first=first, reason=reason
+                )
+        else:
+            decision = decide.decide(
+                window,
+                lane.policy,
+                first=first,
+                reason=reason,
+                user_turn_channel=None if turn is None else "replay",
+            )
+        kind = type(decision)
+        if kind is decide.Run and lane.policy.holds_runs:
+            assert isinstance(decision, decide.Run)
+            decision = decide.held_back(
+                decision,
+                lane.policy,
+                at(now),
+                lambda: int(self.spending.spent_today(lane.delegate_id, now)),
+                lambda: self.time_zones.get(lane.delegate_id, DEFAULT_ZONE),
+            )
+            kind = type(decision)
+        if kind is decide.Idle:
             return
-        if isinstance(decision, decide.Wait):
+        if kind is decide.Wait:
+            assert isinstance(decision, decide.Wait)
             self.observer.window_wait(lane.delegate_id, decision.rule)
             again = decide.after_release(decision.seconds, work_left=True)
             if again is not None:
                 self._look(lane, now + again)
             return
-        if isinstance(decision, decide.DeferForBudget):
+        if kind is decide.DeferForBudget:
+            assert isinstance(decision, decide.DeferForBudget)
             until = decision.until.timestamp()
             deferred = 0
             for signal in lane.pending:
                 if signal.available <= now and signal.mode in (Mode.WAKE, Mode.INTERRUPT):
                     signal.available = until
                     deferred += 1
-            self.observer.budget_deferred(lane.delegate_id, deferred)
+            self.observer.budget_deferred(lane.delegate_id, deferred, decision.reason)
             self._look(lane, until)  # the sweeper's look, once the budget has room
             return
+        assert isinstance(decision, decide.Run)
         if turn is not None:
             lane.turns.popleft()
         batch = self._claim(lane, now)
         if turn is None and not batch:
             return
-        if decision.trigger is not Trigger.USER_TURN and decision.trigger is not None:
+        trigger = decision.trigger
+        if trigger is not Trigger.USER_TURN:
             lane.starts.append(now)
         activation = SimActivation(
-            lane.delegate_id,
-            decision.trigger,
-            now,
-            now + self._duration(batch, turn),
-            batch,
-            turn,
+            lane.delegate_id, trigger, now, now + self._duration(batch, turn), batch, turn
         )
         lane.running = activation
         self.observer.activation(activation)
@@ -321,24 +445,48 @@ class Plane:
 
     def _claim(self, lane: VirtualLane, now: float) -> list[SimSignal]:
         """The live claim's rule: due non-ambient signals, priority then age, up to the limit."""
-        due = [s for s in lane.pending if s.available <= now and s.mode is not Mode.AMBIENT]
+        pending = lane.pending
+        if len(pending) == 1 and not lane.policy.limits_kinds:  # the common case: one signal
+            only = pending[0]
+            if only.available <= now and only.mode is not Mode.AMBIENT:
+                lane.pending = []
+                return pending
+            return []
+        due = [s for s in pending if s.available <= now and s.mode is not Mode.AMBIENT]
         if not due:
             return []
-        due.sort(key=lambda s: (-s.priority, s.seq))
+        due.sort(key=_claim_order)
+        limits = lane.policy.kind_limits({s.kind for s in due}) if lane.policy.limits_kinds else {}
+        if limits:  # the live claim's rule: each kind up to its own limit, in the same order
+            taken_of: dict[str, int] = {}
+            kept = []
+            for signal in due:
+                limit = limits.get(signal.kind)
+                if limit is not None:
+                    n = taken_of.get(signal.kind, 0)
+                    if n >= limit:
+                        continue
+                    taken_of[signal.kind] = n + 1
+                kept.append(signal)
+            due = kept
         batch = due[: lane.policy.batch_limit]
-        if len(batch) == len(lane.pending):
+        if len(batch) == len(pending):
             lane.pending = []
         else:
             taken = {id(s) for s in batch}
-            lane.pending = [s for s in lane.pending if id(s) not in taken]
+            lane.pending = [s for s in pending if id(s) not in taken]
         return batch
 
     def _duration(self, batch: list[SimSignal], turn: SimTurn | None) -> float:
         if turn is not None and turn.recorded_s is not None:
             return turn.recorded_s
-        recorded = [s.recorded_s for s in batch if s.recorded_s is not None]
-        if recorded:
-            return max(recorded)
+        longest: float | None = None
+        for signal in batch:
+            seconds = signal.recorded_s
+            if seconds is not None and (longest is None or seconds > longest):
+                longest = seconds
+        if longest is not None:
+            return longest
         self.unrecorded += 1
         return self.fallback_duration()
 

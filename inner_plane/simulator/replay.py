@@ -37,7 +37,15 @@ from inner_plane.config import Settings
 from inner_plane.journal import replay as journal
 from inner_plane.signals.kinds import KindRegistry, settle
 from inner_plane.signals.model import Mode
-from inner_plane.simulator.lanes import EPOCH, Observer, Plane, SimActivation, SimSignal, SimTurn
+from inner_plane.simulator.lanes import (
+    EPOCH,
+    Observer,
+    Plane,
+    SimActivation,
+    SimSignal,
+    SimTurn,
+    Spending,
+)
 from inner_plane.simulator.report import Figures, per_kind_table, render_text
 
 DEFAULT_TOLERANCE_S = 2.0
@@ -49,15 +57,12 @@ _RECENT_ACTIVATIONS = 5_000
 # Unmatched activations of either side kept for the fidelity match, at most.
 MAX_WAITING = 50_000
 
-ActivationKey = tuple[str, frozenset[uuid.UUID], uuid.UUID | None]
+# (delegate, its signal ids sorted and comma-separated, its user turn's id)
+ActivationKey = tuple[str, str, str | None]
 
 
 def _hour(seconds: float) -> int:
     return int(seconds // 3600)
-
-
-def _s(moment: datetime) -> float:
-    return moment.timestamp()
 
 
 @dataclass
@@ -109,33 +114,39 @@ class Candidate(Observer):
         self.batches = batches
 
     def activation(self, activation: SimActivation) -> None:
-        kinds = {s.kind for s in activation.signals}
+        signals = activation.signals
+        kinds = {s.kind for s in signals}
         self.figures.count_activation(
             activation.delegate_id, activation.trigger.value, _hour(activation.started), kinds
         )
-        self.figures.signals_in_activations += len(activation.signals)
+        self.figures.signals_in_activations += len(signals)
+        ids = signals[0].id if len(signals) == 1 else ",".join(sorted(s.id for s in signals))
         key: ActivationKey = (
             activation.delegate_id,
-            frozenset(s.id for s in activation.signals),
+            ids,
             None if activation.turn is None else activation.turn.id,
         )
         self.fidelity.simulate(key, activation.started)
         if self.batches is not None and activation.preempted is None:
-            self.batches.append([s.id for s in activation.signals])
+            self.batches.append([uuid.UUID(s.id) for s in signals])
 
     def delivered(self, activation: SimActivation) -> None:
+        started, add_delay = activation.started, self.figures.add_delay
         for signal in activation.signals:
-            delay = activation.started - signal.arrived
-            self.figures.delay.add(delay)
-            self.figures.kind(signal.kind).delay.add(delay)
+            add_delay(signal.kind, started - signal.arrived)
 
     def preempted(self, activation: SimActivation, reason: str) -> None:
         self.figures.preempted += 1
         if reason == "user turn waiting":
             self.figures.ran_into_user_turn += 1
 
-    def budget_deferred(self, delegate_id: str, signals: int) -> None:
-        self.figures.budget_deferrals += 1
+    def budget_deferred(self, delegate_id: str, signals: int, reason: str = "budget") -> None:
+        if reason.startswith("quiet hours"):
+            self.figures.quiet_hours_deferrals += 1
+        elif reason.startswith("token budget"):
+            self.figures.token_budget_deferrals += 1
+        else:
+            self.figures.budget_deferrals += 1
 
     def window_wait(self, delegate_id: str, rule: str | None) -> None:
         return None
@@ -161,29 +172,150 @@ def candidate_policy(document: PolicyDocument, settings: Settings) -> AttentionP
     return AttentionPolicy.build(document, SettingsDefaults.of(settings))
 
 
-def _merged(
-    signals: Iterator[journal.RecordedSignal],
-    turns: Iterator[journal.RecordedTurn],
-    activations: Iterator[journal.RecordedActivation],
-) -> Iterator[tuple[float, int, Any]]:
-    """The three recorded streams as one, in time order (a recorded activation after the
-    signals and turns of the same instant)."""
-    import heapq
+class Publishing:
+    """The mode and priority publishing a recorded signal would give it under the candidate
+    (:func:`under_candidate`), remembered per distinct input: a journal holds few."""
 
-    def keyed(items: Iterator[Any], tag: int, attr: str) -> Iterator[tuple[float, int, Any]]:
-        for item in items:
-            yield getattr(item, attr).timestamp(), tag, item
+    def __init__(self, registry: KindRegistry, policy: AttentionPolicy) -> None:
+        self.registry = registry
+        self.policy = policy
+        self.by_delegate = policy.sets_modes
+        self.known: dict[tuple[str | None, str, str | None, int], tuple[Mode, int]] = {}
 
-    return heapq.merge(
-        keyed(signals, 0, "created_at"),
-        keyed(turns, 1, "created_at"),
-        keyed(activations, 2, "started_at"),
-        key=_order,
-    )
+    def __call__(
+        self, delegate_id: str, kind: str, requested: str | None, priority: int
+    ) -> tuple[Mode, int]:
+        key = (delegate_id if self.by_delegate else None, kind, requested, priority)
+        found = self.known.get(key)
+        if found is None:
+            if len(self.known) > 100_000:
+                self.known.clear()
+            found = self.known[key] = under_candidate(
+                delegate_id, kind, requested, priority, self.registry, self.policy
+            )
+        return found
 
 
-def _order(entry: tuple[float, int, Any]) -> tuple[float, int]:
-    return entry[0], entry[1]
+class _Replay:
+    """One replay's running state: the candidate's virtual plane and the record's figures."""
+
+    def __init__(
+        self,
+        registry: KindRegistry,
+        policy: AttentionPolicy,
+        tolerance_s: float,
+        batches: list[list[uuid.UUID]] | None,
+    ) -> None:
+        self.policy = policy
+        self.fidelity = Fidelity(tolerance_s)
+        self.candidate = Candidate(self.fidelity, batches)
+        self.recorded = Figures()
+        self.durations = Durations()
+        self.plane = Plane(policy, self.candidate, self.durations.mean)
+        self.publishing = Publishing(registry, policy)
+        self.matched_rules: set[str] = set()
+        self.seen_pairs: set[tuple[str, str]] = set()
+        # Which kinds each recent recorded activation delivered (per-kind activation counts).
+        self.recorded_kinds: dict[str, set[str]] = {}
+        self.replayed = self.ambient = self.turns = self.unrecorded = 0
+
+    def run(
+        self,
+        signals: Iterator[journal.RecordedSignal],
+        user_turns: Iterator[journal.RecordedTurn],
+        activations: Iterator[journal.RecordedActivation],
+    ) -> None:
+        """The three recorded streams merged in time order (at one instant: signals, then user
+        turns, then recorded activations), each row handled as it comes."""
+        never = math.inf
+        signal = next(signals, None)
+        turn = next(user_turns, None)
+        activation = next(activations, None)
+        signal_at = never if signal is None else signal[7]
+        turn_at = never if turn is None else turn[2]
+        activation_at = never if activation is None else activation[3]
+        on_signal, on_turn, on_activation = self.signal, self.user_turn, self.activation
+        handled = 0
+        while signal is not None or turn is not None or activation is not None:
+            handled += 1
+            if handled % _PRUNE_EVERY == 0:
+                self.prune(min(signal_at, turn_at, activation_at))
+            if signal is not None and signal_at <= turn_at and signal_at <= activation_at:
+                on_signal(signal)
+                signal = next(signals, None)
+                signal_at = never if signal is None else signal[7]
+            elif turn is not None and turn_at <= activation_at:
+                on_turn(turn)
+                turn = next(user_turns, None)
+                turn_at = never if turn is None else turn[2]
+            else:
+                assert activation is not None
+                on_activation(activation)
+                activation = next(activations, None)
+                activation_at = never if activation is None else activation[3]
+
+    def prune(self, now: float) -> None:
+        self.fidelity.prune(now)
+        recorded_kinds = self.recorded_kinds
+        if len(recorded_kinds) > _RECENT_ACTIVATIONS:
+            # The oldest first (insertion order): a batch's signals arrive close together.
+            for key in list(itertools.islice(recorded_kinds, len(recorded_kinds) // 2)):
+                del recorded_kinds[key]
+
+    def signal(self, row: journal.RecordedSignal) -> None:
+        (seq, signal_id, delegate, kind, recorded_mode, requested, priority, moment,
+         activation_id, a_started, a_finished) = row  # fmt: skip
+        pair = (delegate, kind)
+        if pair not in self.seen_pairs and len(self.seen_pairs) < 100_000:
+            self.seen_pairs.add(pair)
+            self.matched_rules.update(r.label for r in self.policy.matching(delegate, kind))
+        mode, final_priority = self.publishing(delegate, kind, requested, priority)
+        recorded_s: float | None = None
+        if a_started is not None:
+            if a_finished is not None:
+                recorded_s = max(0.0, a_finished - a_started)
+                self.durations.add(recorded_s)
+            if recorded_mode != "ambient":
+                self.recorded.add_delay(kind, a_started - moment)
+                if activation_id is not None:
+                    figures = self.recorded.kind(kind)
+                    seen = self.recorded_kinds.get(activation_id)
+                    if seen is None:
+                        seen = self.recorded_kinds[activation_id] = set()
+                    if kind not in seen:
+                        seen.add(kind)
+                        figures.activations += 1
+        if mode is Mode.AMBIENT:
+            self.ambient += 1
+            return
+        self.replayed += 1
+        if recorded_s is None:
+            self.unrecorded += 1
+        self.plane.signal(
+            delegate,
+            SimSignal(seq, signal_id, kind, mode, final_priority, moment, moment, recorded_s),
+        )
+
+    def user_turn(self, row: journal.RecordedTurn) -> None:
+        self.turns += 1
+        turn_id, delegate, moment, a_started, a_finished = row
+        turn_s: float | None = None
+        if a_started is not None and a_finished is not None:
+            turn_s = max(0.0, a_finished - a_started)
+            self.durations.add(turn_s)
+        self.plane.user_turn(delegate, SimTurn(turn_id, moment, turn_s))
+
+    def activation(self, row: journal.RecordedActivation) -> None:
+        delegate, trigger, state, started, signal_ids, turn_id = row
+        recorded = self.recorded
+        recorded.count_activation(delegate, trigger, _hour(started), ())
+        if signal_ids:
+            recorded.signals_in_activations += signal_ids.count(",") + 1
+        if state == "interrupted":
+            recorded.preempted += 1
+            if trigger != "user_turn":
+                recorded.ran_into_user_turn += 1
+        self.fidelity.record((delegate, signal_ids, turn_id), started)
 
 
 def simulate(
@@ -201,80 +333,32 @@ def simulate(
     """The report (see the module's rules). ``batches``: if given, filled with the signal ids
     of every activation the candidate runs (tests)."""
     policy = candidate_policy(document, settings)
-    fidelity = Fidelity(tolerance_s)
-    candidate = Candidate(fidelity, batches)
-    recorded = Figures()
-    durations = Durations()
-    plane = Plane(policy, candidate, durations.mean)
-    matched_rules: set[str] = set()
-    seen_pairs: set[tuple[str, str]] = set()
-    # Which kinds each recent recorded activation delivered (per-kind activation counts).
-    recorded_kinds: dict[uuid.UUID, tuple[float, set[str]]] = {}
-    replayed = ambient = turns = 0
-    unrecorded_signals = 0
-    handled = 0
-    sets_modes = policy.sets_modes
-    with journal.snapshot(engine) as connection:
-        streams = _merged(
-            journal.signals(connection, since, until, delegate_id),
-            journal.user_turns(connection, since, until, delegate_id),
-            journal.activations(connection, since, until, delegate_id),
+    replay = _Replay(registry, policy, tolerance_s, batches)
+    with journal.snapshot(engine) as snap:
+        deferrals = journal.budget_deferrals(snap, since, until, delegate_id)
+        if policy.needs_zones:
+            replay.plane.time_zones = journal.time_zones(snap)
+        if policy.needs_tokens:
+            spent = journal.tokens_per_activation(snap, since, until, delegate_id)
+            replay.plane.spending = Spending(lambda d, day: spent.get((d, day), 0.0))
+        replay.run(
+            journal.signals(snap, since, until, delegate_id),
+            journal.user_turns(snap, since, until, delegate_id),
+            journal.activations(snap, since, until, delegate_id),
         )
-        for moment, tag, item in streams:
-            handled += 1
-            if handled % _PRUNE_EVERY == 0:
-                fidelity.prune(moment)
-            if len(recorded_kinds) > _RECENT_ACTIVATIONS:
-                # The oldest first (insertion order): a batch's signals arrive close together.
-                for key in list(itertools.islice(recorded_kinds, _RECENT_ACTIVATIONS // 10)):
-                    del recorded_kinds[key]
-            if tag == 2:
-                _recorded_activation(item, recorded, fidelity, recorded_kinds)
-                continue
-            if tag == 1:
-                turns += 1
-                plane.user_turn(
-                    item.delegate_id,
-                    SimTurn(item.id, moment, _duration(item, durations)),
-                )
-                continue
-            signal: journal.RecordedSignal = item
-            pair = (signal.delegate_id, signal.kind)
-            if pair not in seen_pairs and len(seen_pairs) < 100_000:
-                seen_pairs.add(pair)
-                matched_rules.update(r.label for r in policy.matching(*pair))
-            mode, priority = _under_candidate(signal, registry, policy, sets_modes)
-            recorded_s = _duration(signal, durations)
-            if signal.activation_started is not None and signal.mode != "ambient":
-                delay = _s(signal.activation_started) - moment
-                recorded.delay.add(delay)
-                recorded.kind(signal.kind).delay.add(delay)
-                if signal.activation_id is not None:
-                    entry = recorded_kinds.setdefault(signal.activation_id, (moment, set()))
-                    if signal.kind not in entry[1]:
-                        entry[1].add(signal.kind)
-                        recorded.kind(signal.kind).activations += 1
-            if mode is Mode.AMBIENT:
-                ambient += 1
-                continue
-            replayed += 1
-            if recorded_s is None:
-                unrecorded_signals += 1
-            plane.signal(
-                signal.delegate_id,
-                SimSignal(
-                    signal.seq, signal.id, signal.kind, mode, priority, moment, moment, recorded_s
-                ),
-            )
-        budget = journal.budget_deferrals(connection, since, until, delegate_id)
-    recorded.budget_deferrals = budget
-    plane.finish(math.inf)
-    for delegate in plane.lanes:
+    recorded, candidate, fidelity = replay.recorded, replay.candidate, replay.fidelity
+    (
+        recorded.budget_deferrals,
+        recorded.token_budget_deferrals,
+        recorded.quiet_hours_deferrals,
+    ) = deferrals
+    replay.plane.finish(math.inf)
+    matched_rules = replay.matched_rules
+    for delegate in replay.plane.lanes:
         for rule in policy.matching(delegate, None):
             matched_rules.add(rule.label)
     never = [label_ for label_ in policy.rule_labels() if label_ not in matched_rules]
-    rec, cand = recorded.public(), candidate.figures.public()
-    report: dict[str, Any] = {
+    return {
         "fidelity": fidelity.share,
         "range": {
             "since": since.isoformat(),
@@ -283,14 +367,14 @@ def simulate(
         },
         "policy": {"candidate": label, "rules": policy.rule_labels()},
         "signals": {
-            "replayed": replayed,
-            "ambient": ambient,
-            "unrecorded_outcome": unrecorded_signals,
+            "replayed": replay.replayed,
+            "ambient": replay.ambient,
+            "unrecorded_outcome": replay.unrecorded,
             "rule": "a batch no recorded activation delivered lasts the mean recorded duration",
         },
-        "user_turns": turns,
-        "recorded": rec,
-        "candidate": cand,
+        "user_turns": replay.turns,
+        "recorded": recorded.public(),
+        "candidate": candidate.figures.public(),
         "model_calls": {
             "recorded": recorded.activations,
             "candidate": candidate.figures.activations,
@@ -304,53 +388,29 @@ def simulate(
             "tolerance_s": tolerance_s,
         },
     }
-    return report
 
 
-def _recorded_activation(
-    item: journal.RecordedActivation,
-    recorded: Figures,
-    fidelity: Fidelity,
-    recorded_kinds: dict[uuid.UUID, tuple[float, set[str]]],
-) -> None:
-    started = _s(item.started_at)
-    recorded.count_activation(item.delegate_id, item.trigger, _hour(started), set())
-    recorded.signals_in_activations += len(item.signal_ids)
-    if item.state == "interrupted":
-        recorded.preempted += 1
-        if item.trigger != "user_turn":
-            recorded.ran_into_user_turn += 1
-    fidelity.record((item.delegate_id, frozenset(item.signal_ids), item.turn_id), started)
-
-
-def _duration(
-    item: journal.RecordedSignal | journal.RecordedTurn, durations: Durations
-) -> float | None:
-    if item.activation_started is None or item.activation_finished is None:
-        return None
-    seconds = max(0.0, (item.activation_finished - item.activation_started).total_seconds())
-    durations.add(seconds)
-    return seconds
-
-
-def _under_candidate(
-    signal: journal.RecordedSignal,
+def under_candidate(
+    delegate_id: str,
+    kind: str,
+    requested_mode: str | None,
+    recorded_priority: int,
     registry: KindRegistry,
     policy: AttentionPolicy,
-    sets_modes: bool,
 ) -> tuple[Mode, int]:
-    """The mode and priority publishing the signal would give under the candidate."""
+    """The mode and priority publishing the signal would give under the candidate: the
+    candidate's rule, else the publisher's requested mode under the kind's rules."""
     try:
-        requested = None if signal.requested_mode is None else Mode(signal.requested_mode)
+        requested = None if requested_mode is None else Mode(requested_mode)
     except ValueError:
         requested = None
-    priority: int | None = signal.priority
-    if sets_modes:
-        rule = policy.for_kind(signal.delegate_id, signal.kind)
+    priority: int | None = recorded_priority
+    if policy.sets_modes:
+        rule = policy.for_kind(delegate_id, kind)
         requested = rule.mode or requested
         if rule.priority is not None:
             priority = rule.priority
-    kind_policy = registry.policy_for(signal.kind, requested)
+    kind_policy = registry.policy_for(kind, requested)
     mode, final_priority, _expires, _downgraded = settle(
         kind_policy, requested, priority, None, EPOCH
     )

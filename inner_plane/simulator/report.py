@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -90,6 +91,9 @@ class Figures:
     delay: Histogram = field(default_factory=Histogram)
     interrupts: int = 0
     budget_deferrals: int = 0
+    # Background runs held by the daily token budget and by the quiet hours.
+    token_budget_deferrals: int = 0
+    quiet_hours_deferrals: int = 0
     ran_into_user_turn: int = 0
     preempted: int = 0
     kinds: dict[str, KindFigures] = field(default_factory=dict)
@@ -104,7 +108,19 @@ class Figures:
                 found = self.kinds[name] = KindFigures()
         return found
 
-    def count_activation(self, delegate_id: str, trigger: str, hour: int, kinds: set[str]) -> None:
+    def add_delay(self, kind: str, seconds: float) -> None:
+        """A delivered signal's delay from publish to activation start, overall and per kind."""
+        if seconds < 0:
+            seconds = 0.0
+        index = bisect.bisect_left(_EDGES, seconds)
+        for histogram in (self.delay, self.kind(kind).delay):
+            histogram.counts[index] += 1
+            histogram.n += 1
+            histogram.total += seconds
+
+    def count_activation(
+        self, delegate_id: str, trigger: str, hour: int, kinds: Iterable[str]
+    ) -> None:
         self.activations += 1
         self.per_delegate[delegate_id] += 1
         self.per_hour[hour] += 1
@@ -132,6 +148,8 @@ class Figures:
             "delay_s": self.delay.summary(),
             "interrupts": self.interrupts,
             "budget_deferrals": self.budget_deferrals,
+            "token_budget_deferrals": self.token_budget_deferrals,
+            "quiet_hours_deferrals": self.quiet_hours_deferrals,
             "ran_into_user_turn": self.ran_into_user_turn,
             "preempted": self.preempted,
         }
@@ -182,6 +200,12 @@ def render_text(report: dict[str, Any]) -> str:
         row(f"delay {q} (s)", rec["delay_s"][q], cand["delay_s"][q])
     row("interrupts", rec["interrupts"], cand["interrupts"])
     row("wakes deferred by the budget", rec["budget_deferrals"], cand["budget_deferrals"])
+    row(
+        "  by the daily token budget",
+        rec["token_budget_deferrals"],
+        cand["token_budget_deferrals"],
+    )
+    row("  by the quiet hours", rec["quiet_hours_deferrals"], cand["quiet_hours_deferrals"])
     row("activations a user turn cut", rec["ran_into_user_turn"], cand["ran_into_user_turn"])
     for trigger in sorted(
         set(rec["activations"]["per_trigger"]) | set(cand["activations"]["per_trigger"])

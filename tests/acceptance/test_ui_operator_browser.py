@@ -290,3 +290,56 @@ def test_a_quarantined_signal_shows_in_the_timeline_with_its_reason_once(
     stored = lane_rt.signals.get(odd)
     assert stored.state.value == "dismissed"
     assert stored.disposition_reason == "bad row from the import of 2 Dec"
+
+
+def test_every_page_shows_the_persons_zone_and_turn_and_timer_ids_open_their_pages(
+    lane_rt: Runtime, base: str, browser: Any
+) -> None:
+    from inner_plane.lane.user_turns import user_turn
+    from inner_plane.people import directory
+    from inner_plane.timers.api import add_timer
+
+    directory.add(lane_rt, "default", display_name="Ada", time_zone="Asia/Tokyo")
+    signal = publish(kind="task.completed", source="copilot", data={"n": 1}, runtime=lane_rt)
+    turn = user_turn("default", "what happened overnight?", "sms", runtime=lane_rt)
+    [ran] = run_lane(lane_rt, DryRunAgent())
+    timer = add_timer(
+        {"name": "standup", "purpose": "the morning standup", "every_s": 3600}, runtime=lane_rt
+    )
+
+    def zoned(locator: Any) -> None:
+        """A time in Tokyo's zone (JST), with the UTC moment on hover."""
+        assert locator.count() > 0
+        first = locator.first
+        assert first.inner_text().endswith("JST"), first.inner_text()
+        assert first.get_attribute("title").endswith("UTC")
+
+    page = open_page(browser)
+    page.goto(f"{base}/")
+    zoned(page.locator('[data-col="last-activation"] time'))
+    # The next due timer is named and opens its page, zoned as well.
+    page.locator(f'a[href="/timers/{timer.id}"]').first.click()
+    page.wait_for_selector("#timer-next")
+    zoned(page.locator("#timer-next time"))
+    assert "the morning standup" in page.locator("#timer-purpose").inner_text()
+    assert "None" not in page.locator(".facts").inner_text()
+    shot(page, "timer-page-1280")
+
+    page.goto(f"{base}/activations/{ran}")
+    zoned(page.locator(".facts time"))
+    page.locator(f'a[href="/turns/{turn}"]').first.click()
+    page.wait_for_selector("#turn-text")
+    assert page.locator("#turn-text").inner_text() == "what happened overnight?"
+    zoned(page.locator(".facts time"))
+    assert page.locator(f'#turn-activations a[href="/activations/{ran}"]').count() == 1
+    assert page.locator(f'#turn-activations a[href="/signals/{signal.id}"]').count() == 1
+    shot(page, "turn-page-1280")
+
+    page.goto(f"{base}/signals/{signal.id}")
+    zoned(page.locator(".facts time"))
+    page.goto(f"{base}/signals?delegate=default")
+    zoned(page.locator("table time"))
+    # The timeline's user entry links its turn.
+    live_timeline(page, base)
+    assert page.locator(f'#timeline a[href="/turns/{turn}"]').count() >= 1
+    assert not [u for u in page.missing if "favicon" not in u], page.missing

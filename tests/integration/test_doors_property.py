@@ -25,6 +25,7 @@ from inner_plane.http.operator_auth import COOKIE
 from inner_plane.mcp_adapter.http import build_route
 from inner_plane.runtime import Runtime
 from tests.support.lane_journal import Filled, fill
+from tests.support.twilio import ACCOUNT_SID, AUTH_TOKEN
 
 # Answers that never end while the client stays (the live feed, MCP's GET stream): sent only
 # without a valid credential, so that the in-process client gets its answer.
@@ -60,6 +61,7 @@ HEADER_NAMES = [
     "authorization", "x-inner-plane-processor", "x-inner-plane-timestamp",
     "x-inner-plane-signature", "idempotency-key", "last-event-id", "x-forwarded-for",
     "content-type", "x-inner-plane-ui", "accept", "mcp-session-id", "mcp-protocol-version",
+    "x-twilio-signature",
 ]  # fmt: skip
 
 
@@ -82,7 +84,14 @@ def served_routes(app: object) -> list[tuple[str, str]]:
 @pytest.fixture
 def setup(runtime: Runtime) -> Iterator[tuple[TestClient, list[tuple[str, str]], str, Filled]]:
     # No throttle in the way: every random request should reach its route's own checks.
-    settings_ = runtime.settings.model_copy(update={"auth_failures_per_minute": 10**9})
+    # SMS configured, so that the webhook's own checks (not its 404) meet the random requests.
+    settings_ = runtime.settings.model_copy(
+        update={
+            "auth_failures_per_minute": 10**9,
+            "twilio_account_sid": ACCOUNT_SID,
+            "twilio_auth_token": AUTH_TOKEN,
+        }
+    )
     rt = replace(runtime, settings=settings_)
     filled = fill(rt)
     _, token = operators.add(rt, "prop")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 from fastapi import FastAPI
@@ -27,10 +28,12 @@ from inner_plane.runtime import Runtime
 from inner_plane.sources import auth_throttle, credentials, processors
 from inner_plane.sources.streams import StreamSlots, process_slots
 from tests.conftest import ContextLog
+from tests.support.twilio import ACCOUNT_SID, AUTH_TOKEN, inbound
 from tests.support.ui_session import form_csrf, sign_in
 
 DUMMY_SALT = credentials._unb64(credentials.DUMMY_HASH.split("$")[4])
 NINES = "9" * 400
+SMS = "/v1/channels/sms/twilio"
 
 
 @pytest.fixture
@@ -481,3 +484,53 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(
             content=b"x" * 10,
         )
         assert answer.status_code == 413, path
+
+
+# --- 9. mail and SMS (issue 24) ----------------------------------------------------------------
+
+
+@pytest.fixture
+def sms_client(runtime: Runtime, one_window: None) -> Iterator[tuple[Runtime, TestClient]]:
+    settings = runtime.settings.model_copy(
+        update={"twilio_account_sid": ACCOUNT_SID, "twilio_auth_token": AUTH_TOKEN}
+    )
+    rt = replace(runtime, settings=settings)
+    with TestClient(build(rt), raise_server_exceptions=False) as test_client:
+        yield rt, test_client
+
+
+def test_the_sms_webhook_counts_bad_signatures_toward_the_throttle_of_every_face(
+    sms_client: tuple[Runtime, TestClient], context_log: ContextLog
+) -> None:
+    rt, client = sms_client
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    body = urlencode(inbound("+4915112345678", "hi"))
+    answers = [
+        client.post(
+            SMS, content=body, headers={**form, "X-Twilio-Signature": signature}
+        ).status_code
+        for signature in (NINES, "", "=" * 50, "\x7f", "AAAA")
+    ]
+    assert 500 not in answers and set(answers) <= {403}
+    for _ in range(rt.settings.auth_failures_per_minute):
+        client.post(SMS, content=body, headers={**form, "X-Twilio-Signature": "AAAA"})
+    # The address is throttled on the SMS door and on the processors' door alike.
+    assert client.post(SMS, content=body, headers=form).status_code == 429
+    assert client.post("/v1/signals", headers=hmac_headers(NINES)).status_code == 429
+    assert context_log.lines("unexpected_error") == []
+
+
+def test_the_sms_webhook_refuses_a_body_over_its_limit_before_reading_it(
+    sms_client: tuple[Runtime, TestClient],
+) -> None:
+    rt, client = sms_client
+    declared = str(rt.settings.sms_max_body_bytes + 1)
+    answer = client.post(SMS, headers={"Content-Length": declared}, content=b"x" * 10)
+    assert answer.status_code == 413
+
+
+def test_the_sms_webhook_without_sms_settings_is_not_found(client: TestClient) -> None:
+    assert (
+        client.post(SMS, content=b"From=%2B1", headers={"X-Twilio-Signature": "x"}).status_code
+        == 404
+    )

@@ -157,16 +157,67 @@ def test_simulator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[
         connection.execute(text("ANALYZE user_turns"))
     captured.clear()
     since, until = datetime.now(UTC) - timedelta(minutes=5), datetime.now(UTC)
-    with replay.snapshot(engine) as connection:
-        list(replay.signals(connection, since, until))
-        list(replay.signals(connection, since, until, "d3"))
-        list(replay.user_turns(connection, since, until))
-        list(replay.activations(connection, since, until))
-        replay.budget_deferrals(connection, since, until)
-        replay.budget_deferrals(connection, since, until, "d3")
+    with replay.snapshot(engine) as snap:
+        list(replay.signals(snap, since, until))
+        list(replay.signals(snap, since, until, "d3"))
+        list(replay.user_turns(snap, since, until))
+        list(replay.activations(snap, since, until))
+        replay.budget_deferrals(snap, since, until)
+        replay.budget_deferrals(snap, since, until, "d3")
+        replay.tokens_per_activation(snap, since, until)
+        replay.tokens_per_activation(snap, since, until, "d3")
+    # The streams run on the driver's own cursors (not through the engine): their statements.
+    for who in (None, "d3"):
+        bounds = {"since": since, "until": until, "delegate": who}
+        captured.append((replay.TURNS_SQL, bounds))
+        captured.append((replay.ACTIVATIONS_SQL, bounds))
+    captured.append((replay.SIGNALS_AFTER_SEQ, {"after": 100}))
+    of_d3 = {"since": since, "until": until, "delegate": "d3"}
+    captured.append((replay.SIGNALS_OF_DELEGATE, of_d3))
     with engine.begin() as connection:
         claims.due_window(connection, "d3")
     assert len(captured) >= 7
     for statement, plan in zip((s for s, _ in captured), plans(big_journal, captured), strict=True):
         for table in (*GROWING, "user_turns"):
             assert f"Seq Scan on {table}" not in plan, f"{statement}\n{plan}"
+
+
+def test_quiet_entries_read_one_delegates_range_of_its_own_index(big_journal: Runtime) -> None:
+    """The timeline's quiet entries: one range of ix_signal_events_quiet for this delegate (the
+    trigger of migration 0024 fills delegate_id), never the window's events of every delegate."""
+    engine = big_journal.engine
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO signal_events (signal_id, event, reason)
+                SELECT id,
+                       (ARRAY['deferred', 'claimed', 'expired', 'delivered'])[1 + (seq / 20) % 4],
+                       'test'
+                  FROM signals
+                """
+            )
+        )
+        connection.execute(text("ANALYZE signal_events"))
+        filled = connection.execute(
+            text(
+                "SELECT count(*) FILTER (WHERE e.delegate_id = s.delegate_id) AS quiet_filled, "
+                "count(*) FILTER (WHERE e.delegate_id IS NOT NULL AND e.event IN "
+                "('claimed', 'delivered')) AS others_filled "
+                "FROM signal_events e JOIN signals s ON s.id = e.signal_id"
+            )
+        ).one()
+    assert filled.quiet_filled >= 2000 and filled.others_filled == 0
+    since = datetime.now(UTC) - timedelta(hours=1)
+    found = quiet.quiet_entries(engine, "d3", since, datetime.now(UTC))
+    assert found and all(item["id"] for item in found)
+    with engine.connect() as connection:
+        plan = "\n".join(
+            row[0]
+            for row in connection.execute(
+                text("EXPLAIN " + str(quiet._DECISIONS)),
+                {"delegate": "d3", "since": since, "until": datetime.now(UTC), "limit": 200},
+            )
+        )
+    assert "ix_signal_events_quiet" in plan, plan
+    assert "delegate_id = " in plan and "ix_signal_events_at" not in plan, plan

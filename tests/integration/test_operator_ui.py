@@ -89,3 +89,61 @@ def test_pages_need_an_operator_once_one_exists(
     assert done.status_code == 200 and done.json()["operator"] == "dana"
     offsite = sign_in(client, token, "//evil.example/", follow_redirects=False)
     assert offsite.headers["location"] == "/"
+
+
+def test_turn_and_timer_pages_render_inert_and_refuse_odd_ids(
+    runtime: Runtime, client: TestClient, filled: Filled
+) -> None:
+    from inner_plane.timers.api import add_timer
+
+    timer = add_timer({"name": "nightly", "purpose": HOSTILE, "every_s": 60}, runtime=runtime)
+    for path in (f"/turns/{filled.turn_id}", f"/timers/{timer.id}"):
+        response = client.get(path)
+        assert response.status_code == 200, (path, response.text[:300])
+        assert (
+            "<script>window.__xss" not in response.text and 'onerror="window' not in response.text
+        )
+    turn = client.get(f"/turns/{filled.turn_id}").text
+    assert f'href="/activations/{filled.turn_activation}"' in turn
+    assert f'href="/signals/{filled.attached_signal}"' in turn
+    assert (
+        f'href="/turns/{filled.turn_id}"'
+        in client.get(f"/activations/{filled.turn_activation}").text
+    )
+    named = client.get("/delegates/default/timers/nightly", follow_redirects=False)
+    assert named.status_code == 303 and named.headers["location"] == f"/timers/{timer.id}"
+    for odd in (
+        "/turns/not-a-uuid",
+        "/turns/00000000-0000-0000-0000-000000000000",
+        "/timers/%00",
+        "/timers/00000000-0000-0000-0000-000000000000",
+        "/delegates/default/timers/no-such-timer",
+    ):
+        response = client.get(odd)
+        assert response.status_code in (404, 422), (odd, response.status_code)
+        assert "Traceback" not in response.text
+
+
+def test_a_turn_that_answers_a_question_shows_the_question_and_links_it(
+    runtime: Runtime, client: TestClient, filled: Filled
+) -> None:
+    import uuid
+
+    from sqlalchemy import text
+
+    from inner_plane.lane.user_turns import user_turn
+
+    question = uuid.uuid4()
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO questions (id, delegate_id, signal_id, activation_id, about, text) "
+                "VALUES (:q, 'default', :s, :a, 'deploy', :t)"
+            ),
+            {"q": question, "s": filled.background_signal, "a": filled.background, "t": HOSTILE},
+        )
+    turn = user_turn("default", "yes, roll it back", "sms", runtime=runtime, in_reply_to=question)
+    page = client.get(f"/turns/{turn}").text
+    assert f'href="/signals/{filled.background_signal}"' in page
+    assert f'href="/activations/{filled.background}"' in page
+    assert "<script>window.__xss" not in page and str(question) not in page

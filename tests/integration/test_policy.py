@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from fastapi.testclient import TestClient
@@ -311,3 +312,84 @@ def test_the_simulator_page_draws_both_sides(runtime: Runtime) -> None:
         assert naive.status_code == 422 and "since" in naive.text
         missing = client.get("/simulate", params={"version": 99}, headers=h)
         assert missing.status_code == 422 and "no policy version 99" in missing.text
+
+
+def test_a_kind_batch_limit_caps_that_kind_per_activation_live(runtime: Runtime) -> None:
+    version = versions.apply(
+        runtime,
+        '[defaults]\nquiet_ms = 0\nmax_age_ms = 0\n[[rules]]\nkind = "task.*"\nbatch_limit = 2\n',
+        "test",
+    )
+    tasks = [
+        publish(kind="task.completed", source="copilot", data={"task_id": f"k{n}"}).id
+        for n in range(5)
+    ]
+    timer = publish(kind="timer.due", source="beat", data={"timer": "t", "scheduled_for": "1"}).id
+    ran = lane(runtime).run("default").activations
+    journal = ActivationJournal(runtime.engine)
+    batches = [journal.get(a) for a in ran]
+    assert all(b is not None and b.policy_version == version for b in batches)
+    members = [set(b.signal_ids) for b in batches if b is not None]
+    assert [len(m & set(tasks)) for m in members] == [2, 2, 1]
+    assert timer in members[0]
+    assert set().union(*members) == {*tasks, timer}
+
+
+def _covering_now(zone: str) -> str:
+    """Quiet hours around this very minute in ``zone``."""
+    local = datetime.now(UTC).astimezone(ZoneInfo(zone))
+    start, end = local - timedelta(hours=1), local + timedelta(hours=1)
+    return f"{start:%H:%M}-{end:%H:%M}"
+
+
+def test_quiet_hours_in_the_policy_hold_wakes_in_the_persons_zone_live(runtime: Runtime) -> None:
+    from inner_plane.people import directory
+
+    directory.add(runtime, "default", display_name="Ada", time_zone="Asia/Tokyo")
+    hours = _covering_now("Asia/Tokyo")
+    rt = replace(
+        runtime, settings=runtime.settings.model_copy(update={"batch_quiet_ms": 0,
+                                                              "batch_max_age_ms": 0})
+    )  # fmt: skip
+    v1 = versions.apply(rt, f'[defaults]\nquiet_hours = "{hours}"\n', "test")
+    held = publish(kind="task.completed", source="copilot", data={"task_id": "q1"}).id
+    same = lane(rt)
+    assert same.run("default").activations == []
+    [deferred] = [e for e in events(rt, held) if e[0] == "deferred"]
+    assert deferred[1].startswith(f"quiet hours {hours} (Asia/Tokyo)") and deferred[2] == v1
+    # An interrupt is not held; it takes nothing deferred with it.
+    alert = publish(kind="system.alert", source="ops", mode="interrupt").id
+    [ran] = same.run("default").activations
+    record = ActivationJournal(rt.engine).get(ran)
+    assert record is not None and record.signal_ids == [alert]
+    # A new version without quiet hours: the same running lane follows it at once.
+    v2 = versions.apply(rt, '[defaults]\nquiet_hours = "off"\n', "test")
+    free = publish(kind="task.completed", source="copilot", data={"task_id": "q2"}).id
+    [after] = same.run("default").activations
+    record = ActivationJournal(rt.engine).get(after)
+    assert record is not None and record.policy_version == v2 and free in record.signal_ids
+
+
+def test_the_daily_token_budget_in_the_policy_holds_wakes_live(runtime: Runtime) -> None:
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO token_usage_daily (delegate_id, day, input_tokens, output_tokens) "
+                "VALUES ('default', (now() AT TIME ZONE 'UTC')::date, 4000, 1000)"
+            )
+        )
+    rt = replace(
+        runtime, settings=runtime.settings.model_copy(update={"batch_quiet_ms": 0,
+                                                              "batch_max_age_ms": 0})
+    )  # fmt: skip
+    version = versions.apply(rt, "[defaults]\ndaily_token_budget = 1000\n", "test")
+    held = publish(kind="task.completed", source="copilot", data={"task_id": "b1"}).id
+    assert lane(rt).run("default").activations == []
+    [deferred] = [e for e in events(rt, held) if e[0] == "deferred"]
+    assert deferred[1].startswith("token budget: 5000 tokens used today (limit 1000 a day)")
+    assert deferred[2] == version
+    versions.apply(rt, "[defaults]\ndaily_token_budget = 100000\n", "test")
+    free = publish(kind="task.completed", source="copilot", data={"task_id": "b2"}).id
+    [ran] = lane(rt).run("default").activations
+    record = ActivationJournal(rt.engine).get(ran)
+    assert record is not None and free in record.signal_ids

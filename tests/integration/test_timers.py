@@ -343,6 +343,9 @@ def test_a_tick_on_the_database_clock_runs_every_statement_in_autocommit(
     no ROLLBACK at check-in makes psycopg forget the connection's prepared statements (the tick's
     write would be parsed and planned again on every tick)."""
     add_timer({"name": "pulse", "purpose": "Pulse", "every_s": 60}, runtime=timers_rt)
+    # The process reads the attention policy in force once, on first use (then on notice): not
+    # a statement of the tick, whichever test of the process ran first.
+    policy_source(timers_rt).current()
     _make_due(timers_rt, ["pulse"])
     statuses: list[tuple[str, pq.TransactionStatus]] = []
 

@@ -13,10 +13,12 @@ Used by ``tests/acceptance/test_chaos.py`` and ``bench/chaos.py``.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +57,9 @@ PLANE_ENV = {
     "INNER_PLANE_RETRY_BASE_S": "0.2",
     "INNER_PLANE_RETRY_MAX_S": "2",
     "INNER_PLANE_WAKE_BUDGET_PER_HOUR": "1000000",
+    # A publication no worker journaled is journaled from its receipt this long after it was sent
+    # (the sweeper's look, every 2 s, comes on top).
+    "INNER_PLANE_RECEIPT_GRACE_S": "10",
     "PYTHONUNBUFFERED": "1",
 }
 
@@ -102,6 +107,10 @@ class Plane:
     def alarms(self, after: int = 0) -> list[str]:
         """The supervisor's `!!` lines since ``after``."""
         return [line for line in self.output(after).splitlines() if "inner-plane: !! " in line]
+
+    def started_pid(self, name: str) -> int:
+        """The pid of the latest start of ``name`` (a worker, beat) by `up`."""
+        return int(re.findall(rf"inner-plane: started {name} \(pid (\d+)\)", self.output())[-1])
 
     def supervisor_lines(self, after: int = 0) -> list[str]:
         return [line for line in self.output(after).splitlines() if line.startswith("inner-plane:")]
@@ -347,6 +356,20 @@ def judge(engine: Engine, delegates: list[str], tasks: list[str], settle_s: floa
     return verdict
 
 
+def assert_load_clean(
+    plane: Plane, delegates: list[str], load: Load, settle_s: float = 120
+) -> None:
+    """A steady load went through the fault, and the journal shows nothing lost, duplicated,
+    overlapping, delivered twice or stuck after the settle."""
+    verdict = judge(plane.engine, delegates, load.sent, settle_s=settle_s)
+    assert verdict.sent >= 20, verdict.sent
+    assert verdict.lost == [], verdict
+    assert verdict.duplicated == [], verdict
+    assert verdict.overlapping == [], verdict
+    assert verdict.double_deliveries == [], verdict
+    assert not any(verdict.stuck.values()), verdict
+
+
 def running_activation(engine: Engine, delegate: str) -> Any:
     """The delegate's running activation (id, holder), or None."""
     with engine.connect() as connection:
@@ -369,6 +392,49 @@ def signal_state(engine: Engine, task: str) -> str | None:
             ).scalar()
     except Exception:
         return None
+
+
+def broker_holds(plane: Plane, task: str) -> str | None:
+    """Where the Redis broker holds the wake of ``task``: 'queued', 'unacknowledged', or None
+    (the broker no longer has it). Celery's message bodies are base64 JSON."""
+    import redis
+
+    client = redis.Redis(unix_socket_path=str(plane.redis_socket()), socket_timeout=5)
+
+    def carries(raw: bytes) -> bool:
+        message = json.loads(raw)
+        message = message[0] if isinstance(message, list) else message  # unacked: [msg, ex, rk]
+        return task.encode() in base64.b64decode(message["body"])
+
+    if any(carries(raw) for raw in client.lrange("signals", 0, -1)):
+        return "queued"
+    if any(carries(raw) for raw in client.hvals("unacked")):
+        return "unacknowledged"
+    return None
+
+
+def kill_signals_worker_holding_a_wake(plane: Plane, delegate: str) -> tuple[str, float]:
+    """Kill -9 the signals worker while a wake it took sits unread in its socket; the wake's task
+    id and when (time.monotonic()) the worker was killed.
+
+    Celery's Redis transport hands a message over destructively: the worker's BRPOP pops it, and
+    only its next command records it as unacknowledged. So: pause the worker with its BRPOP
+    outstanding, send a wake (the broker acknowledges it and hands it at once to the paused
+    socket), check the broker holds it nowhere, and kill the worker. A wake that did not reach the
+    paused worker (it was between two BRPOPs) is let through, and the next one tried."""
+    worker = plane.started_pid("signals-worker")
+    for _attempt in range(5):
+        os.kill(worker, signal.SIGSTOP)
+        task = send_wake(plane, delegate)
+        deadline = time.monotonic() + 3
+        while broker_holds(plane, task) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if broker_holds(plane, task) is None:
+            os.killpg(worker, signal.SIGKILL)
+            return task, time.monotonic()
+        os.kill(worker, signal.SIGCONT)
+        wait_delivered(plane, task, timeout=60)
+    raise AssertionError("the paused signals worker never took a wake")
 
 
 def send_wake(plane: Plane, delegate: str) -> str:

@@ -25,9 +25,11 @@ from tests.support.broker import (
 # What depends on the broker: the publish path through a worker, the activation lane's workers
 # (kill -9, SIGSTOP, redelivery, user turns, takeover after a crash), the deployment probes
 # (Celery pings through the broker), `inner-plane status` (workers and queue depths through the
-# broker), and RabbitMQ's own checks (quorum queues, kill -9).
+# broker), RabbitMQ's own checks (quorum queues, kill -9), and the plane riding through a
+# RabbitMQ restart under load (`rabbitmqctl stop_app`/`start_app`, always started again).
 LEG_TESTS = [
     "tests/acceptance/test_rabbitmq_broker.py",
+    "tests/acceptance/test_chaos_rabbitmq.py",
     "tests/acceptance/test_celery_publish.py",
     "tests/acceptance/test_lane_workers.py",
     "tests/acceptance/test_takeover_workers.py",

@@ -128,12 +128,31 @@ def test_most_specific_rule_wins_field_by_field() -> None:
             "rules[0].wake_budget_per_hour",
             "greater",
         ),
-        ('[[rules]]\nkind = "task.*"\nbatch_limit = 3', "rules[0].batch_limit", "whole delegate"),
+        (
+            '[[rules]]\nkind = "task.*"\nwake_budget_per_hour = 3',
+            "rules[0].wake_budget_per_hour",
+            "whole delegate",
+        ),
+        (
+            '[[rules]]\nkind = "task.*"\nquiet_hours = "22:00-07:00"',
+            "rules[0].quiet_hours",
+            "whole delegate",
+        ),
+        (
+            '[[rules]]\nkind = "task.*"\ndaily_token_budget = 9',
+            "rules[0].daily_token_budget",
+            "whole delegate",
+        ),
+        ('[defaults]\nquiet_hours = "22:00"', "defaults.quiet_hours", "HH:MM-HH:MM"),
+        ('[defaults]\nquiet_hours = "25:00-07:00"', "defaults.quiet_hours", "HH:MM"),
+        ('[defaults]\nquiet_hours = "07:00-07:00"', "defaults.quiet_hours", "must differ"),
+        ("[defaults]\ndaily_token_budget = -5", "defaults.daily_token_budget", "greater"),
+        ("[defaults]\ndaily_token_budget = 0", "defaults.daily_token_budget", "greater"),
         ("[[rules]]\nquiet_ms = 3", "rules[0]", "names a kind pattern, a delegate"),
         ('[[rules]]\nkind = "task.*"\nmode = "shout"', "rules[0].mode", "Input should be"),
         ('[[rules]]\nkind = "task.*"\nquiet_ms = "5"', "rules[0].quiet_ms", "integer"),
         ("[defaults]\nbogus = 1", "defaults.bogus", "Extra inputs"),
-        ("[defaults]\ntoken_budget = 1000", "defaults.token_budget", "not enforced yet"),
+        ("[defaults]\ntoken_budget = 1000", "defaults.token_budget", "Extra inputs"),
         ("[defaults", "document", "not TOML"),
         ('[[rules]]\ndelegate = "no spaces"\nquiet_ms = 1', "rules[0].delegate", "delegate id"),
     ],
@@ -172,6 +191,38 @@ def test_show_renders_a_document_that_parses_back_to_the_same_policy() -> None:
     assert again.document.rules == policy.document.rules
     assert again.base == policy.base
     assert parse(render_document(settings_policy(BASE))).base == BASE
+
+
+def test_batch_limit_per_kind_quiet_hours_and_token_budget_resolve_per_delegate() -> None:
+    policy = parse(
+        '[defaults]\ndaily_token_budget = 50000\nquiet_hours = "22:00-07:00"\n'
+        '[[rules]]\nkind = "task.*"\nbatch_limit = 5\n'
+        '[[rules]]\nkind = "task.completed"\ndelegate = "a"\nbatch_limit = 2\n'
+        '[[rules]]\ndelegate = "a"\nquiet_hours = "off"\ndaily_token_budget = 9\n'
+        '[[rules]]\ndelegate = "b"\nbatch_limit = 40\n'
+    )
+    assert policy.limits_kinds
+    assert policy.for_kind("z", "task.completed").batch_limit == 5
+    assert policy.for_kind("a", "task.completed").batch_limit == 2
+    assert policy.for_kind("a", "timer.due").batch_limit is None
+    # A delegate rule's batch limit is the whole batch's, never a kind's.
+    assert policy.for_kind("b", "timer.due").batch_limit is None
+    assert policy.for_delegate("b").batch_limit == 40
+    z, a = policy.for_delegate("z"), policy.for_delegate("a")
+    assert (z.daily_token_budget, str(z.quiet_hours)) == (50000, "22:00-07:00")
+    assert (a.daily_token_budget, a.quiet_hours) == (9, None)
+    lane_z = LanePolicy.for_delegate(policy, "z")
+    assert lane_z.daily_token_budget == 50000 and str(lane_z.quiet_hours) == "22:00-07:00"
+    again = parse(render_document(policy))
+    assert again.base == policy.base and again.document.rules == policy.document.rules
+
+
+def test_the_token_budget_setting_is_the_documents_default() -> None:
+    settings = build_settings(daily_token_budget=1234)
+    base = SettingsDefaults.of(settings)
+    policy = AttentionPolicy.build(parse_document("", KINDS, base), base)
+    assert LanePolicy.for_delegate(policy, "d").daily_token_budget == 1234
+    assert "daily_token_budget = 1234" in render_document(policy)
 
 
 segments = st.sampled_from(["a", "b", "c", "*"])

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from beat_schedule import WhenNotificationsDue, WhenTimersDue, celery_beat_schedule
+from beat_schedule import (
+    WhenAnswersDue,
+    WhenMailboxesExist,
+    WhenNotificationsDue,
+    WhenTimersDue,
+    celery_beat_schedule,
+)
 from inner_plane import celery_bridge as names
 from inner_plane.config import build_settings
 from inner_plane.services.processes import default_processes
@@ -16,7 +22,11 @@ def test_beat_runs_the_tick_the_sweeper_and_retention_on_the_periodic_queue() ->
     by_task = {entry["task"]: entry for entry in schedule.values()}
     assert set(by_task) == {
         names.TIMERS_TICK_TASK, names.SWEEP_TASK, names.RETENTION_TASK, names.NOTIFY_OUTBOX_TASK,
+        names.MAIL_POLL_TASK, names.CHANNEL_ANSWER_TASK,
     }  # fmt: skip
+    # Mail: answers left to send, and the mailboxes' poll, each sent only when there is work.
+    assert isinstance(by_task[names.CHANNEL_ANSWER_TASK]["schedule"], WhenAnswersDue)
+    assert isinstance(by_task[names.MAIL_POLL_TASK]["schedule"], WhenMailboxesExist)
     # The outbox sweep, like the tick, is sent only when a held message is due.
     assert isinstance(by_task[names.NOTIFY_OUTBOX_TASK]["schedule"], WhenNotificationsDue)
     # The tick is checked every 0.5 s and sent only when a timer is due (WhenTimersDue).

@@ -13,6 +13,7 @@ from inner_plane.lane.user_turns import ensure_user_turn, wake_for_user_turn
 from inner_plane.runtime import get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
 from inner_plane.wiring import run_lane
+from workers.tasks.signals import leaving_receipts
 
 
 def _delegate(value: object) -> str:
@@ -37,7 +38,8 @@ def user_turn(
     """On `user_turns`: journal the turn now (the journal tells a running lane, which yields at
     its next safe point) and wake the delegate's lane; never runs an activation itself."""
     try:
-        ensure_user_turn(get_runtime(), delegate_id, text, channel, turn_id, self.request.id)
+        with leaving_receipts(self.request.id):
+            ensure_user_turn(get_runtime(), delegate_id, text, channel, turn_id, self.request.id)
     except SignalError as error:
         raise Reject(str(error), requeue=False) from None
     wake_for_user_turn(get_runtime(), delegate_id)
@@ -46,4 +48,9 @@ def user_turn(
 @shared_task(name=names.SWEEP_TASK, acks_late=True)
 def sweep_lanes() -> dict[str, object]:
     report = sweep(get_runtime())
-    return {"recovered": report.recovered, "woken": report.woken, "expired": report.expired}
+    return {
+        "recovered": report.recovered,
+        "woken": report.woken,
+        "expired": report.expired,
+        "replayed": report.replayed,
+    }

@@ -58,11 +58,14 @@ CONTEXT_CAPSULE = "context.capsule"
 # A question the delegate put to its person (a needs_input settlement); their answer is the
 # user.message whose payload's ``in_reply_to`` is the question's id.
 QUESTION_ASKED = "person.question"
+# The answer to a turn that came in by mail or text, sent back on its channel (or not):
+# where it went (inner_plane.channels.replies).
+CHANNEL_ANSWER = "channel.answer"
 # A message the delegate sent its person on the ``app`` channel (``notify_user``, or an
 # escalation): the conversation is that channel, so this event is the message.
 PERSON_NOTIFIED = "person.notified"
 # What the person's own view of the conversation shows besides their turns (one predicate: the
-# partial index below, migration 0024_conversation_person_view, and the reads in
+# partial index below, migration 0026_conversation_person_view, and the reads in
 # journal/conversation/person.py): the assistant's replies, its questions and its messages on
 # the app channel. An assistant event without a reply (a background run that said nothing) is
 # not in it, so a page never walks past them.
@@ -128,7 +131,7 @@ class ConversationEventRow(Base):
             postgresql_where=sqlalchemy.text("turn_id IS NOT NULL"),
         ),
         Index("ix_conversation_events_created_at", "created_at"),
-        # Migration 0024_conversation_person_view: the person's history, newest first.
+        # Migration 0026_conversation_person_view: the person's history, newest first.
         Index(
             "ix_conversation_events_person",
             "delegate_id",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypedDict
 
 from sqlalchemy import Connection, Engine, text
@@ -70,6 +70,35 @@ def claim(
     """Fenced: raises LeaseLost, writing nothing, once the lease was taken over. With
     ``not_before``, a new row waits for the outbox sweep."""
     fence(connection, delegate_id, epoch)
+    return _claim(
+        connection, delegate_id, effect_key, channel, activation_id, subject, body, not_before
+    )
+
+
+def claim_answer(
+    connection: Connection,
+    *,
+    delegate_id: str,
+    effect_key: str,
+    channel: str,
+    subject: str,
+    body: str,
+) -> Outgoing:
+    """The outbox row of a channel's answer to a turn (one per turn and segment): not fenced,
+    since what it sends is the turn's reply as committed, not a running activation's effect."""
+    return _claim(connection, delegate_id, effect_key, channel, None, subject, body, None)
+
+
+def _claim(
+    connection: Connection,
+    delegate_id: str,
+    effect_key: str,
+    channel: str,
+    activation_id: uuid.UUID | None,
+    subject: str,
+    body: str,
+    not_before: datetime | None,
+) -> Outgoing:
     row = connection.execute(
         _CLAIM,
         {
@@ -84,6 +113,13 @@ def claim(
         },
     ).one()
     return Outgoing(id=row.id, state=row.state, attempts=int(row.attempts))
+
+
+def created_at(engine: Engine, notification_id: uuid.UUID) -> datetime:
+    with reading(engine) as connection:
+        return connection.execute(  # type: ignore[no-any-return]
+            text("SELECT created_at FROM notifications WHERE id = :id"), {"id": notification_id}
+        ).scalar_one()
 
 
 def finish(engine: Engine, notification_id: uuid.UUID, error: str | None) -> None:
@@ -153,6 +189,25 @@ def any_due(engine: Engine) -> bool:
                 text(f"SELECT EXISTS (SELECT 1 FROM notifications WHERE {NOTIFICATION_DUE})")  # noqa: S608
             ).scalar()
         )
+
+
+def latest_sent(engine: Engine, delegate_id: str, channel: str, within: timedelta) -> str | None:
+    """The effect key of the newest question (a needs_input disposition) sent to the person on
+    ``channel`` within ``within``: what a text with no thread answers."""
+    with reading(engine) as connection:
+        return connection.execute(
+            text(
+                "SELECT effect_key FROM notifications WHERE delegate_id = :d AND channel = :c"
+                " AND state = 'sent' AND effect_key LIKE :asked"
+                " AND sent_at > now() - :within ORDER BY sent_at DESC LIMIT 1"
+            ),
+            {
+                "d": delegate_id,
+                "c": channel,
+                "within": within,
+                "asked": "disposition:%:needs_input",
+            },
+        ).scalar()
 
 
 class SentNotification(TypedDict):

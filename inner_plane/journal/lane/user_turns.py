@@ -111,19 +111,34 @@ class UserTurns:
         the insert are one statement."""
         turn_id = turn_id or uuid.uuid4()
         with self.engine.begin() as connection:
-            answer = connection.execute(
-                _QUEUE,
-                {
-                    "id": turn_id,
-                    "delegate": delegate_id,
-                    "channel": channel,
-                    "text": text_,
-                    "reply_to": in_reply_to,
-                },
-            ).one()
-        if not answer.known:
-            raise UnknownQuestion(in_reply_to)
-        return None if answer.id is None else turn_id
+            new = queue_on(connection, delegate_id, channel, text_, turn_id, in_reply_to)
+        return turn_id if new else None
+
+
+def queue_on(
+    connection: Connection,
+    delegate_id: str,
+    channel: str,
+    text_: str,
+    turn_id: uuid.UUID,
+    in_reply_to: uuid.UUID | None = None,
+) -> bool:
+    """:meth:`UserTurns.queue` inside the caller's transaction (a channel journals the message
+    and its turn together); whether the turn is new. Raises UnknownQuestion, inserting
+    nothing."""
+    answer = connection.execute(
+        _QUEUE,
+        {
+            "id": turn_id,
+            "delegate": delegate_id,
+            "channel": channel,
+            "text": text_,
+            "reply_to": in_reply_to,
+        },
+    ).one()
+    if not answer.known:
+        raise UnknownQuestion(in_reply_to)
+    return answer.id is not None
 
 
 class UnknownQuestion(Exception):

@@ -400,3 +400,63 @@ def processors_page(engine: Engine, cursor: str | None = None, limit: int = 50) 
     return Page(
         [as_record(row) for row in rows], encode_cursor(rows[-1].name) if more and rows else None
     )
+
+
+def turn_detail(engine: Engine, turn_id: uuid.UUID) -> dict[str, Any] | None:
+    """A user turn (primary key), the question it answers (primary key), and every activation
+    that ran it, oldest first (a pre-empted turn runs again; ix_activations_turn)."""
+    with reading(engine) as connection:
+        row = connection.execute(
+            text(
+                "SELECT id, delegate_id, channel, text, state, created_at, activation_id, reply, "
+                "finished_at, in_reply_to FROM user_turns WHERE id = :id"
+            ),
+            {"id": turn_id},
+        ).first()
+        if row is None:
+            return None
+        question = None
+        if row.in_reply_to is not None:
+            question = connection.execute(
+                text(
+                    "SELECT about, text, signal_id, activation_id, created_at FROM questions "
+                    "WHERE id = :id"
+                ),
+                {"id": row.in_reply_to},
+            ).first()
+        runs = connection.execute(
+            text(
+                "SELECT id, trigger, state, started_at, finished_at, signal_ids FROM activations "
+                "WHERE turn_id = :id ORDER BY started_at, seq LIMIT 100"
+            ),
+            {"id": turn_id},
+        ).all()
+    return {
+        "turn": as_record(row),
+        "question": None if question is None else as_record(question),
+        "activations": [as_record(r) for r in runs],
+    }
+
+
+def timer_detail(engine: Engine, timer_id: uuid.UUID) -> dict[str, Any] | None:
+    """A timer by id (primary key)."""
+    with reading(engine) as connection:
+        row = connection.execute(
+            text(f"SELECT {_TIMER_COLUMNS} FROM timers WHERE id = :id"),  # noqa: S608
+            {"id": timer_id},
+        ).first()
+    return None if row is None else as_record(row)
+
+
+def timer_named(engine: Engine, delegate_id: str, name: str) -> uuid.UUID | None:
+    """The newest timer of a delegate by name (a ``timer.due`` signal names its timer so;
+    ix_timers_delegate_created)."""
+    with reading(engine) as connection:
+        found = connection.execute(
+            text(
+                "SELECT id FROM timers WHERE delegate_id = :d AND name = :n "
+                "ORDER BY created_at DESC, id DESC LIMIT 1"
+            ),
+            {"d": delegate_id, "n": name},
+        ).scalar()
+    return None if found is None else uuid.UUID(str(found))

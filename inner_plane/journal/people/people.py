@@ -3,6 +3,8 @@ validated (:mod:`inner_plane.people.model`); the table's checks keep the rest co
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
@@ -10,8 +12,10 @@ from typing import Any
 from sqlalchemy import (
     CheckConstraint,
     Column,
+    Connection,
     DateTime,
     Engine,
+    Index,
     Table,
     Text,
     Time,
@@ -24,7 +28,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 from inner_plane.journal.database import reading
 from inner_plane.journal.tables import METADATA
 
-CHANNELS = ("email", "webhook", "app")
+CHANNELS = ("email", "webhook", "app", "sms")
 
 PEOPLE = Table(
     "people",
@@ -41,8 +45,12 @@ PEOPLE = Table(
     Column("quiet_end", Time),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    CheckConstraint("preferred_channel IN ('email', 'webhook', 'app')", name="preferred_channel"),
+    CheckConstraint(
+        "preferred_channel IN ('email', 'webhook', 'app', 'sms')", name="preferred_channel"
+    ),
     CheckConstraint("(quiet_start IS NULL) = (quiet_end IS NULL)", name="quiet_hours"),
+    # Who owns a number that texted in (migration 0024_mail_channels).
+    Index("ix_people_phones", "phones", postgresql_using="gin"),
 )
 _T = PEOPLE
 
@@ -151,6 +159,14 @@ class PeopleJournal:
         with reading(self.engine) as connection:
             return bool(connection.execute(text("SELECT EXISTS (SELECT 1 FROM people)")).scalar())
 
+    def owners_of(self, phone: str) -> builtins.list[str]:
+        """The delegates whose person has this number (E.164; index ix_people_phones)."""
+        with reading(self.engine) as connection:
+            rows = connection.execute(
+                select(_T.c.delegate_id).where(_T.c.phones.contains([phone])).limit(2)
+            )
+            return [row.delegate_id for row in rows]
+
     def remove(self, delegate_id: str) -> bool:
         """Remove the person (their tokens go with them: ON DELETE CASCADE)."""
         with self.engine.begin() as connection:
@@ -164,3 +180,31 @@ def _only_fields(values: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"not a person field: {sorted(unknown)}")
     return {name: list(v) if name in ("emails", "phones") else v for name, v in values.items()}
+
+
+DEFAULT_ZONE = "UTC"
+
+
+def time_zone_of(connection: Connection, delegate_id: str) -> str:
+    """The IANA zone of the delegate's person; UTC for a delegate without one (primary key)."""
+    found = connection.execute(
+        text("SELECT time_zone FROM people WHERE delegate_id = :d"), {"d": delegate_id}
+    ).scalar()
+    return DEFAULT_ZONE if found is None else str(found)
+
+
+def time_zones(connection: Connection, delegate_ids: Iterable[str] | None = None) -> dict[str, str]:
+    """Each named delegate's person's zone (primary-key lookups), or every person's (``None``:
+    the simulator, once per replay; one row per person). Delegates without a person are absent:
+    their times are UTC."""
+    if delegate_ids is None:
+        rows = connection.execute(text("SELECT delegate_id, time_zone FROM people")).all()
+    else:
+        wanted = sorted({d for d in delegate_ids if isinstance(d, str)})
+        if not wanted:
+            return {}
+        rows = connection.execute(
+            text("SELECT delegate_id, time_zone FROM people WHERE delegate_id = ANY(:ids)"),
+            {"ids": wanted},
+        ).all()
+    return {str(row.delegate_id): str(row.time_zone) for row in rows}

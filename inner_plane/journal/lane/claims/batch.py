@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,25 +59,62 @@ _CLAIM = text(
 )
 
 
+# With batch limits per kind: each kind's first signals (priority, then age) up to its own
+# limit, then the batch's limit over all. The ranking runs in a subquery (no row lock beside a
+# window function); the outer SELECT locks the chosen rows, skipping any another claim holds.
+_CLAIM_LIMITED = text(
+    f"""
+    WITH ranked AS (
+        SELECT id, priority, seq, kind,
+               row_number() OVER (PARTITION BY kind ORDER BY priority DESC, seq) AS nth
+          FROM signals WHERE {due()}
+    ), picked AS (
+        SELECT s.id FROM signals s
+         WHERE s.id IN (
+               SELECT r.id FROM ranked r
+                 LEFT JOIN jsonb_each_text(CAST(:kind_limits AS jsonb)) l ON l.key = r.kind
+                WHERE l.value IS NULL OR r.nth <= CAST(l.value AS int)
+                ORDER BY r.priority DESC, r.seq
+                LIMIT :limit)
+         ORDER BY s.priority DESC, s.seq
+         FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+        UPDATE signals s SET state = 'claimed', claimed_by = :activation,
+               attempts = s.attempts + 1, updated_at = now()
+          FROM picked WHERE s.id = picked.id
+        RETURNING s.*
+    ), noted AS (
+        INSERT INTO signal_events (signal_id, event, reason, activation_id, policy_version)
+        SELECT id, 'claimed', '', :activation, :policy_version FROM claimed
+    )
+    SELECT * FROM claimed
+    """  # noqa: S608
+)
+
+
 def claim(
     connection: Connection,
     delegate_id: str,
     activation_id: uuid.UUID,
     limit: int,
     policy_version: int | None = None,
+    kind_limits: Mapping[str, int] | None = None,
 ) -> list[Signal]:
-    """Claim every due non-ambient signal, priority then age, up to ``limit``. The attempt is
-    counted now, at its start, so a run killed every time still runs out of attempts. The
-    ``claimed`` events carry the attention policy version that decided the batch."""
-    rows = connection.execute(
-        _CLAIM,
-        {
-            "delegate": delegate_id,
-            "activation": activation_id,
-            "limit": limit,
-            "policy_version": policy_version,
-        },
-    ).all()
+    """Claim every due non-ambient signal, priority then age, up to ``limit`` (and up to
+    ``kind_limits[kind]`` of each kind named there). The attempt is counted now, at its start,
+    so a run killed every time still runs out of attempts. The ``claimed`` events carry the
+    attention policy version that decided the batch."""
+    params: dict[str, Any] = {
+        "delegate": delegate_id,
+        "activation": activation_id,
+        "limit": limit,
+        "policy_version": policy_version,
+    }
+    if kind_limits:
+        params["kind_limits"] = json.dumps(dict(kind_limits))
+        rows = connection.execute(_CLAIM_LIMITED, params).all()
+    else:
+        rows = connection.execute(_CLAIM, params).all()
     return sorted((_to_signal(row) for row in rows), key=lambda s: (-s.priority, s.created_at))
 
 
@@ -106,6 +143,7 @@ def claim_batch(
     limit: int,
     chain_limit: int | None = None,
     policy_version: int | None = None,
+    kind_limits: Mapping[str, int] | None = None,
 ) -> ClaimedBatch:
     """:func:`claim`, with every claimed signal the intake would refuse (a row made odd behind
     the model's back) quarantined on its own in the same transaction: dead, its attempt
@@ -114,7 +152,7 @@ def claim_batch(
     With ``chain_limit`` (an autonomous activation): a signal caused by an activation at depth
     ``chain_limit`` or deeper in a chain of activations causing each other is dismissed with the
     reason (``loop_stopped``), and the batch's depth is one more than its deepest cause."""
-    signals = claim(connection, delegate_id, activation_id, limit, policy_version)
+    signals = claim(connection, delegate_id, activation_id, limit, policy_version, kind_limits)
     good: list[Signal] = []
     bad: list[tuple[Signal, str]] = []
     for signal in signals:

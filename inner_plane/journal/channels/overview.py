@@ -1,0 +1,32 @@
+"""What ``status`` and ``/metrics`` show of the channels, read through :class:`~inner_plane.
+journal.plain.Rows` (no SQLAlchemy: ``status`` starts without it): each mailbox's last poll,
+IDLE state, error and backlog, and the answers waiting to go out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inner_plane.journal.plain import Rows
+
+MAILBOXES_SHOWN = 100
+
+_MAILBOXES = """
+    SELECT delegate_id, username || '@' || host || ':' || port || '/' || folder AS mailbox,
+           EXTRACT(EPOCH FROM now() - last_poll_at)::float8 AS last_poll_age_s,
+           idle, backlog, last_error
+      FROM mailboxes ORDER BY delegate_id LIMIT %(limit)s
+"""
+# The partial index ix_channel_messages_pending: as many rows as are waiting.
+_PENDING = """
+    SELECT channel, count(*) AS waiting FROM channel_messages
+     WHERE reply_state = 'pending' GROUP BY channel
+"""
+
+
+def mailboxes(rows: Rows, limit: int = MAILBOXES_SHOWN) -> list[dict[str, Any]]:
+    return [dict(row) for row in rows(_MAILBOXES, {"limit": limit})]
+
+
+def answers_pending(rows: Rows) -> dict[str, int]:
+    """Answers (turns that came in by mail or text) not sent yet, by channel."""
+    return {str(row["channel"]): int(row["waiting"]) for row in rows(_PENDING)}
