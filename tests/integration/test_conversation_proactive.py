@@ -18,6 +18,7 @@ from sqlalchemy import text
 
 from inner_plane.activation import Disposition, Settlement
 from inner_plane.http.app import create_app
+from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.lane.leases import Leases
 from inner_plane.journal.lane.notifications import sent_to
 from inner_plane.journal.lane.user_turns import UserTurns
@@ -192,3 +193,27 @@ def test_app_messages_and_questions_arrive_on_the_stream(
         )
         back.close()
         assert replayed.data["kind"] == "question" and replayed.id == said[1].id
+
+
+def test_odd_stored_rows_of_what_the_delegate_said_never_break_the_page(
+    runtime: Runtime, client: TestClient, people: PersonTokens
+) -> None:
+    """Questions and notices whose payload lacks fields or holds other types (rows written by
+    an older plane, or by hand) are listed with what can be read, never a 500."""
+    token = people.issue("default")
+    odd = [
+        ("person.question", {}),
+        ("person.question", {"text": 7, "question_id": {"a": [1]}, "about": None}),
+        ("person.notified", {"subject": ["x"], "body": None}),
+        ("person.notified", {"body": "only a body \u2028 with a line separator"}),
+        ("assistant.message", {"reply": "a reply", "autonomous": "maybe"}),
+    ]
+    with runtime.engine.begin() as connection:
+        for kind, payload in odd:
+            conversation.append_event(connection, delegate_id="default", type=kind, payload=payload)
+    shown = _history(client, token)
+    assert [m["kind"] for m in shown] == ["question", "question", "notice", "notice", "message"]
+    assert all(isinstance(m["text"], str) for m in shown)
+    assert shown[0]["question"] == {"id": "", "about": ""}
+    assert shown[1]["text"] == "7"
+    assert shown[3]["text"].startswith("only a body") and shown[3]["subject"] == ""

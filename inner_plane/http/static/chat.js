@@ -86,7 +86,8 @@
     var who = el("span", "who", message.role === "person" ? "You" : "Assistant");
     item.appendChild(who);
     if (message.kind === "question" && message.question) {
-      item.appendChild(el("p", "about", "Question about " + message.question.about));
+      var about = message.question.about;
+      item.appendChild(el("p", "about", about ? "Question about " + about : "Question"));
     }
     if (message.kind === "notice" && message.subject) {
       item.appendChild(el("p", "subject", message.subject));
