@@ -684,6 +684,12 @@ def main() -> None:
     parser.add_argument("--reload", action="store_true", help="rebuild the kept databases")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None, help="samples a size per round")
+    parser.add_argument(
+        "--dimension",
+        choices=("all", "journal", "delegates"),
+        default="all",
+        help="journal rows (issue 15), delegates (issue 30, bench/growth_delegates.py), or both",
+    )
     args = parser.parse_args()
     sizes = (1_000, 10_000, 100_000) if args.quick else (10_000, 100_000, 1_000_000)
     labels = ("1k", "10k", "100k") if args.quick else ("10k", "100k", "1m")
@@ -697,6 +703,40 @@ def main() -> None:
     began = time.perf_counter()
     # Its own embedded servers, kept with the loaded journals (not the harness's per-run dir).
     stores = start_stores(ROOT / ".inner-plane-growth")
+    figures: dict[str, Any] = {
+        "machine": f"{os.cpu_count()} cores, shared; embedded PostgreSQL 18 + Redis 6.2",
+        "quick": args.quick,
+    }
+    if args.dimension in ("all", "journal"):
+        figures.update(journal_dimension(stores, args, sizes, labels, rounds, repeats))
+    if args.dimension in ("all", "delegates"):
+        from bench import growth_delegates
+
+        figures.update(
+            growth_delegates.run(
+                stores,
+                args.quick,
+                args.reload,
+                args.rounds or (6 if args.quick else 16),
+                args.repeats or (3 if args.quick else 5),
+            )
+        )
+    figures["total_s"] = round(time.perf_counter() - began, 1)
+    if stores.services is not None:
+        stores.services.stop()
+    emit(figures)
+
+
+def journal_dimension(
+    stores: Any,
+    args: argparse.Namespace,
+    sizes: tuple[int, ...],
+    labels: tuple[str, ...],
+    rounds: int,
+    repeats: int,
+) -> dict[str, Any]:
+    """The journal dimension (issue 15): its figures."""
+    began = time.perf_counter()
     print(f"journals of {', '.join(f'{s:,}' for s in sizes)} signal rows:")
     urls = [
         prepare(stores.database_url, size, label, args.reload)
@@ -716,8 +756,6 @@ def main() -> None:
     }
 
     figures: dict[str, Any] = {
-        "machine": f"{os.cpu_count()} cores, shared; embedded PostgreSQL 18 + Redis 6.2",
-        "quick": args.quick,
         "sizes": dict(zip(labels, sizes, strict=True)),
         "rounds": rounds,
         "repeats": repeats,
@@ -748,19 +786,17 @@ def main() -> None:
             figures[name] = ratios[worst]
             figures[f"{name}_operation"] = worst
     figures["growth_ratios"] = {name: figures[name]["p50_ratio"] for name in wall}
-    figures["total_s"] = round(time.perf_counter() - began, 1)
+    figures["journal_s"] = round(time.perf_counter() - began, 1)
     print(
         f"\n{big}/{small} p50: largest x{figures['growth_max_ratio']} "
         f"({figures['growth_max_ratio_operation']}; target <= 1.25); p99: largest "
         f"x{figures['growth_max_p99_ratio']} ({figures['growth_max_p99_ratio_operation']}; "
         f"target <= 1.5); as measured: x{figures['growth_max_wall_ratio']}, "
-        f"x{figures['growth_max_wall_p99_ratio']}; {figures['total_s']} s in all"
+        f"x{figures['growth_max_wall_p99_ratio']}; {figures['journal_s']} s in all"
     )
     for j in journals:
         j.runtime.engine.dispose()
-    if stores.services is not None:
-        stores.services.stop()
-    emit(figures)
+    return figures
 
 
 if __name__ == "__main__":

@@ -112,3 +112,47 @@ def emit(figures: Mapping[str, Any]) -> None:
     """The last line of every benchmark: one JSON object holding every figure, plus what it ran
     on (the benchmark's own keys win)."""
     print(json.dumps({**machine(), **figures}), flush=True)
+
+
+@contextmanager
+def traced(service: str) -> Iterator[dict[str, int]]:
+    """Tracing on in this process (``inner_plane.tracing``, every span sampled), exporting over
+    OTLP/HTTP to a receiver in a process of its own (a collector must not take the measured
+    process's CPU). Yields a dict that holds, after the block, how many spans the receiver got
+    and how many requests it refused. Inside, ``tracing.switch`` turns it off and on. Once per
+    process: the SDK, once set up, keeps its first exporter."""
+    import subprocess
+    import sys
+
+    from inner_plane import tracing
+
+    receiver = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.otlp"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert receiver.stdout is not None
+    environ = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.stdout.readline().strip(),
+        "OTEL_SERVICE_NAME": service,
+        "OTEL_TRACES_SAMPLER": "always_on",
+    }
+    saved = {key: os.environ.get(key) for key in environ}
+    os.environ.update(environ)
+    exported: dict[str, int] = {}
+    try:
+        assert tracing.setup(service), "tracing did not switch on"
+        yield exported
+        tracing.switch(True)
+        tracing.flush()
+    finally:
+        tracing.switch(False)
+        received, _ = receiver.communicate("", timeout=30)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    exported.update(json.loads(received.strip().splitlines()[-1]))

@@ -438,7 +438,8 @@ def benchmark(stores: Stores) -> None:
     runtime.redis.flushdb()
     processor, token = processors.add(runtime, "bench", rate_limit=10_000_000)
     _, operator_token = operators.add(runtime, "bench")
-    env = stores.env(INNER_PLANE_LOG_LEVEL="WARNING")
+    # The deployed default of the throttled tarpit (the test suite's stores turn it off).
+    env = stores.env(INNER_PLANE_LOG_LEVEL="WARNING", INNER_PLANE_API_THROTTLED_DELAY_S="1")
     logs_dir = Path(stores.data_dir) / "bench-http-logs"
     logs_dir.mkdir(parents=True, exist_ok=True)
     # The API logs one [inner-context] line per publication; both servers write theirs to a file.

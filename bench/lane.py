@@ -11,7 +11,9 @@ Prints, in one run on the same stores:
   4. pre-emption inside a streaming model call: user turn sent -> in-flight call aborted
      (``preempt_p99_ms``, target <= 250), see bench/preempt.py;
   5. takeover after a crash: kill -9 of the holder's worker -> a user turn sent right after is
-     answered (``takeover_after_kill_p99_s``, target <= 5), see bench/takeover.py.
+     answered (``takeover_after_kill_p99_s``, target <= 5), see bench/takeover.py;
+  6. what tracing costs: the overhead p50 of 2. with OpenTelemetry on over off
+     (``otel_overhead_ratio``, target <= 1.1), see bench/lane_overhead.py.
 The last line is one JSON object with every figure.
 
     .venv/bin/python -m bench.lane [--quick]
@@ -181,6 +183,7 @@ def benchmark(stores: Stores) -> None:
     # as bench.lane_overhead does (which also runs it alone at 100k and 1M rows).
     lane_overhead.preload(rt, PRELOAD)
     overhead, costs = lane_overhead.measure(rt, OVERHEAD_RUNS)
+    traced = lane_overhead.tracing_overhead(rt, OVERHEAD_RUNS)
 
     raw_s, wake_s, over_s = summary(raw), summary(wake), summary(overhead)
     figures = {
@@ -196,11 +199,13 @@ def benchmark(stores: Stores) -> None:
         "fanout_activations": int(fanout_activations),
         "activations_per_s": round(int(fanout_activations) / fanout_s, 1),
         "overlaps": int(overlaps),
+        **traced,
     }
     print(f"raw Celery enqueue->start ms: {raw_s}")
     print(f"wake publish->agent start minus {QUIET_MS} ms window: {wake_s}")
     print(f"  ratio p99 added wake / raw Celery: {figures['wake_added_p99_vs_celery_p99']}")
     print(f"overhead per activation (no agent), {PRELOAD} rows in journal: {over_s}; {costs}")
+    print(f"tracing on / off, overhead p50: {traced['otel_overhead_ratio']} (target <= 1.1)")
     print(
         f"{DELEGATES} delegates, 2 activation workers: {figures['activations_per_s']} "
         f"activations/s, overlaps {overlaps}"

@@ -30,8 +30,8 @@ from typing import Any
 from sqlalchemy import event, text
 
 from bench import harness
-from bench.harness import QUICK, summary
-from inner_plane import logs
+from bench.harness import QUICK, ratio, summary
+from inner_plane import logs, tracing
 from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.config import build_settings
 from inner_plane.lane.runner import Lane
@@ -113,6 +113,76 @@ def wal_flushes(rt: Runtime) -> int:
         )
 
 
+def journal_one(rt: Runtime, n: int, traceparent: str | None = None) -> None:
+    """One wake signal for the next activation (not timed)."""
+    with rt.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data,
+                                     trust, max_attempts, occurred_at, available_at, traceparent)
+                VALUES (gen_random_uuid(), :delegate, 'task.completed', 'bench', 'wake',
+                        50, CAST(:data AS jsonb), 'trusted', 5, now(), now(), :traceparent)
+                """
+            ),
+            {"delegate": DELEGATE, "data": json.dumps({"n": n}), "traceparent": traceparent},
+        )
+
+
+def bench_lane(rt: Runtime) -> Lane:
+    quick = replace(
+        rt,
+        settings=rt.settings.model_copy(
+            update={"batch_quiet_ms": 0, "batch_max_age_ms": 0, "wake_budget_per_hour": 10**9}
+        ),
+    )
+    lane = Lane(quick, InstantAgent(), load_composer(quick), holder="bench")
+    settle_heap()  # as a worker does once its lane is built (inner_plane.wiring.run_lane)
+    return lane
+
+
+# A publish span's context, as a traced publication leaves it on the signal's row.
+PUBLISHED = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+
+
+def tracing_overhead(rt: Runtime, runs: int) -> dict[str, Any]:
+    """``otel_overhead_ratio``: the activation overhead p50 with tracing on (the SDK exporting
+    over OTLP/HTTP to a receiver in another process, every activation sampled, its signal
+    linked) over the same with tracing off, in one process, in alternating blocks of ten runs
+    so that machine noise falls on both alike; ``otel_cpu_ratio``: the same for this process's
+    CPU time per activation."""
+    with harness.traced("bench-lane") as exported:
+        lane = bench_lane(rt)
+        times: dict[bool, list[float]] = {False: [], True: []}
+        cpu: dict[bool, list[float]] = {False: [], True: []}
+        for n in range(2 * runs + 10):
+            traced = (n // 10) % 2 == 1
+            tracing.switch(traced)
+            journal_one(rt, n, PUBLISHED if traced else None)
+            c0, t0 = time.process_time(), time.perf_counter()
+            outcome = lane.run(DELEGATE)
+            elapsed = (time.perf_counter() - t0) * 1000
+            used = (time.process_time() - c0) * 1000
+            assert len(outcome.activations) == 1, outcome
+            if n >= 10:  # the first block warms up
+                times[traced].append(elapsed)
+                cpu[traced].append(used)
+    off, on = summary(times[False]), summary(times[True])
+    cpu_off, cpu_on = summary(cpu[False]), summary(cpu[True])
+    return {
+        "otel_off_overhead_ms": off,
+        "otel_on_overhead_ms": on,
+        "otel_overhead_ratio": ratio(on["p50"], off["p50"]),
+        # This process's CPU per activation (the exporter's thread included): what a loaded
+        # machine moves far less than elapsed time.
+        "otel_off_cpu_ms": cpu_off,
+        "otel_on_cpu_ms": cpu_on,
+        "otel_cpu_ratio": ratio(cpu_on["p50"], cpu_off["p50"]),
+        "otel_spans_exported": exported["spans"],
+        "otel_exports_refused": exported["refused"],
+    }
+
+
 @dataclass
 class Costs:
     """Per activation: SQL statements, WAL flushes, CPU ms here and in the server."""
@@ -129,14 +199,7 @@ def measure(
     """``runs`` timed activations of one delegate (after a few untimed warm-ups); returns the
     milliseconds of each and what one costs (the untimed journaling of its signal included in
     the WAL flushes and server CPU: one flush, a fraction of a millisecond)."""
-    quick = replace(
-        rt,
-        settings=rt.settings.model_copy(
-            update={"batch_quiet_ms": 0, "batch_max_age_ms": 0, "wake_budget_per_hour": 10**9}
-        ),
-    )
-    lane = Lane(quick, InstantAgent(), load_composer(quick), holder="bench")
-    settle_heap()  # as a worker does once its lane is built (inner_plane.wiring.run_lane)
+    lane = bench_lane(rt)
     statements = 0
 
     def count(*_: Any) -> None:
@@ -146,18 +209,7 @@ def measure(
     overhead: list[float] = []
     counted = 0
     for n in range(runs + 5):
-        with rt.engine.begin() as connection:
-            connection.execute(
-                text(
-                    """
-                    INSERT INTO signals (id, delegate_id, kind, source, mode, priority, data,
-                                         trust, max_attempts, occurred_at, available_at)
-                    VALUES (gen_random_uuid(), :delegate, 'task.completed', 'bench', 'wake',
-                            50, CAST(:data AS jsonb), 'trusted', 5, now(), now())
-                    """
-                ),
-                {"delegate": DELEGATE, "data": json.dumps({"n": n})},
-            )
+        journal_one(rt, n)
         timed = n >= 5
         if timed and n == 5:
             flushes = wal_flushes(rt)
@@ -221,8 +273,16 @@ def main() -> None:
             figures[f"overhead_ms_{size}"] = over
             figures[f"per_activation_{size}"] = asdict(costs)
             print(f"{size} rows: overhead per activation (no agent) {over}; each: {costs}")
+        # At the last size, in the same process and journal.
+        traced = tracing_overhead(rt, args.runs)
     figures["overhead_p99_ms"] = worst
     print(f"worst p99 {worst} ms: {harness.verdict(worst, 20.0, higher_is_better=False)}")
+    figures.update(traced)
+    print(
+        f"tracing on / off, overhead p50: {traced['otel_overhead_ratio']} (target <= 1.1): "
+        f"on {traced['otel_on_overhead_ms']}, off {traced['otel_off_overhead_ms']}; "
+        f"CPU per activation {traced['otel_cpu_ratio']}"
+    )
     harness.emit(figures)
 
 

@@ -15,6 +15,9 @@ the journal. Each round runs every measurement once, interleaved, so machine noi
 them alike; figures are medians over the rounds (and the slowest round). The journal is emptied
 between measurements so every one inserts into the same table size.
 
+Then (f): what tracing costs the publish path, ``otel_publish_ratio`` (an in-process batch of 100
+signals, p50 with OpenTelemetry on over off; see ``tracing_cost``).
+
 Prints the ratios a/c, d/c and d/e; the last line is one JSON object with every figure.
 
     .venv/bin/python -m bench.publish [--quick]
@@ -36,7 +39,7 @@ import psycopg
 from bench import harness
 from bench.baseline_tasks import INSERT_SQL, row_params
 from bench.harness import QUICK, median, p99, ratio
-from inner_plane import celery_bridge, logs
+from inner_plane import celery_bridge, logs, tracing
 from inner_plane.config import Settings, build_settings
 from inner_plane.journal.plain import libpq_url
 from inner_plane.publish import publish_many
@@ -215,6 +218,32 @@ def benchmark(stores: Stores) -> None:
         context_lines.close()
 
 
+TRACED_BATCH = 100
+TRACED_BATCHES = 20 if QUICK else 60
+
+
+def tracing_cost(runtime: Runtime) -> dict[str, Any]:
+    """``otel_publish_ratio``: an in-process ``publish_many`` of TRACED_BATCH signals (a publish
+    span each, exported over OTLP/HTTP to a receiver in another process), p50 with tracing on
+    over off, alternating pairs of batches in one process."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    with harness.traced("bench-publish") as exported:
+        for n in range(2 * TRACED_BATCHES + 2):
+            traced = (n // 2) % 2 == 1
+            tracing.switch(traced)
+            batch = signals(f"otel{n}-{uuid.uuid4().hex[:6]}", TRACED_BATCH)
+            started = time.perf_counter()
+            publish_many(batch, runtime=runtime, via="bench")
+            if n >= 2:  # the first pair warms up
+                times[traced].append((time.perf_counter() - started) * 1000)
+    return {
+        "otel_publish_off_ms_p50": round(median(times[False]), 2),
+        "otel_publish_on_ms_p50": round(median(times[True]), 2),
+        "otel_publish_ratio": ratio(median(times[True]), median(times[False])),
+        "otel_publish_spans_exported": exported["spans"],
+    }
+
+
 def run(bench: Bench) -> None:
     names = ["ingest", "baseline_insert", "raw_noop", "bulk_celery", "bulk_direct", "executemany"]
     rates: dict[str, list[float]] = {name: [] for name in names}
@@ -306,6 +335,11 @@ def run(bench: Bench) -> None:
         figures[f"task_{short}_ms_p50"] = round(median(values), 3)
         figures[f"task_{short}_ms_p99"] = round(p99(values), 3)
     figures.update(ratios)
+    figures.update(tracing_cost(bench.runtime))
+    print(
+        f"tracing on / off, in-process publish_many of {TRACED_BATCH} signals p50: "
+        f"{figures['otel_publish_ratio']}"
+    )
     harness.emit(figures)
 
 

@@ -95,8 +95,19 @@ TARGETS = (
     Target("ui", "timeline_page_p99_ms", 50.0, higher_is_better=False),
     Target("ui", "publish_trigger_cost_ratio", None),
     Target("cli", "cli_vs_python_start", 6.0, higher_is_better=False),
+    Target("cli", "cli_show_vs_python_start", 6.0, higher_is_better=False),
+    Target("cli", "cli_status_vs_python_start", 6.0, higher_is_better=False),
+    # The same as CPU time (user + system): what the load of a shared machine moves least.
+    Target("cli", "cli_show_cpu_vs_python", None),
+    Target("cli", "cli_status_cpu_vs_python", None),
+    Target("cli", "python_start_ms", None),
     Target("growth", "growth_max_ratio", 1.25, higher_is_better=False),
     Target("growth", "growth_max_p99_ratio", 1.5, higher_is_better=False),
+    # Issue 30: 100k delegates over 1k (the baseline, the same operations in the same run).
+    Target("growth", "delegate_growth_max_ratio", 1.25, higher_is_better=False),
+    Target("growth", "delegate_growth_max_ratio_operation", None),
+    Target("growth", "delegate_growth_max_p99_ratio", 1.5, higher_is_better=False),
+    Target("growth", "delegate_growth_max_p99_ratio_operation", None),
     # The policy simulator (issue 26): replay speed and memory on 1M signals (--quick: 100k),
     # and how soon running processes follow a new policy version.
     Target("simulate", "simulate_signals_per_s", 50_000.0),

@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from inner_plane import tracing
 from inner_plane.http import app as http_app
 from inner_plane.http.server import bound_server_logs
 from inner_plane.mcp_adapter.http import build_route
@@ -26,7 +27,24 @@ def create_app() -> FastAPI:
         get_runtime, MAX_BODY_BYTES, mounts=[build_route(get_runtime, MAX_BODY_BYTES)]
     )
     end_streams_on_exit(app)
+    trace_requests(app)
     return app
+
+
+# Probes and scrapes would be most of the spans and tell nothing.
+UNTRACED_PATHS = "/healthz,/livez,/readyz,/metrics"
+
+
+def trace_requests(app: FastAPI) -> None:
+    """Traces, when the OTEL_* variables ask for them: FastAPI's official instrumentation, a
+    server span per request (a caller's traceparent is honoured as its parent), without the
+    per-message receive/send spans."""
+    if tracing.setup("inner-plane-api"):
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(
+            app, excluded_urls=UNTRACED_PATHS, exclude_spans=["receive", "send"]
+        )
 
 
 def end_streams_on_exit(app: FastAPI) -> None:

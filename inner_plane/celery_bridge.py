@@ -20,7 +20,7 @@ from kombu.transport.native_delayed_delivery import (
     declare_native_delayed_delivery_exchanges_and_queues,
 )
 
-from inner_plane import receipts
+from inner_plane import receipts, tracing
 from inner_plane.config import Settings
 
 SIGNALS_QUEUE = "signals"
@@ -154,8 +154,17 @@ def send(
         # RabbitMQ delays through Celery's native delayed delivery, in whole seconds (it refuses
         # a delay that rounds to zero): a delay is never shortened, so round it up.
         countdown = float(math.ceil(countdown))
+    # Traced, the message carries the current span's context (traceparent), so the task's
+    # spans in the worker are its children; a worker's own Celery instrumentation does the same.
+    headers = tracing.inject({}) if tracing.on else None
     result = sender(settings).send_task(
-        name, args=args, kwargs=kwargs or {}, queue=queue, countdown=countdown, task_id=task_id
+        name,
+        args=args,
+        kwargs=kwargs or {},
+        queue=queue,
+        countdown=countdown,
+        task_id=task_id,
+        headers=headers,
     )
     return str(result.id)
 

@@ -7,11 +7,12 @@ at start with a message that names the variable instead of surfacing later as a 
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 ENV_PREFIX = "INNER_PLANE_"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+socket://")
@@ -200,6 +201,9 @@ class Settings(BaseSettings):
     # Failed authentications one client address may make per minute before it is refused (429)
     # without any credential check (no hash is computed for it).
     auth_failures_per_minute: int = Field(default=20, ge=1)
+    # A refusal to an address past that limit is held this long before it is sent (a tarpit:
+    # a guessing loop then sends one request a second per connection); 0: sent at once.
+    api_throttled_delay_s: float = Field(default=1.0, ge=0, le=10)
     # Reverse proxies whose X-Forwarded-For is believed (comma-separated CIDRs; default none):
     # the client is the peer address, or, when the peer is one of these, the right-most
     # X-Forwarded-For hop that is not.
@@ -217,7 +221,13 @@ class Settings(BaseSettings):
     api_streams_per_credential: int = Field(default=10, ge=1, le=10_000)
     api_streams: int = Field(default=150, ge=1, le=10_000)
     # A request body must arrive within this many seconds (a slow body is refused with 408).
-    api_body_timeout_s: float = Field(default=10.0, gt=0)
+    api_body_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    # A request's head (request line and headers) must arrive within this many seconds of the
+    # connection opening or the previous response (a slow head is closed with 408).
+    api_head_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    # Where the activation page links a trace (tracing on: docs/tracing.md), e.g.
+    # "https://jaeger.example/trace/{trace_id}"; unset: the trace id is shown without a link.
+    trace_url_template: str | None = None
     # Serve the interactive API docs (/docs, /redoc); the OpenAPI document itself is always
     # at /openapi.json.
     api_docs: bool = False
@@ -264,6 +274,21 @@ class Settings(BaseSettings):
                     ipaddress.ip_network(part.strip(), strict=False)
                 except ValueError:
                     raise ValueError(f"{part.strip()!r} is not an address or CIDR") from None
+        return value
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _trace_url_template(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        if "{trace_id}" not in value:
+            raise ValueError("must hold {trace_id}, where the trace id goes")
+        try:
+            value.format(trace_id="0" * 32)
+        except (KeyError, IndexError, ValueError):
+            raise ValueError("may hold no placeholder but {trace_id}") from None
         return value
 
     @field_validator("notify_webhook_url")
@@ -379,6 +404,11 @@ def build_settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as error:
         raise ConfigError(_describe(error)) from None
+    except SettingsError as error:
+        # A mapping-valued variable that is not JSON: pydantic-settings names the field only.
+        field = re.search(r'field "(\w+)"', str(error))
+        name = f"{ENV_PREFIX}{field.group(1).upper()}" if field else "an INNER_PLANE_ variable"
+        raise ConfigError(f"invalid configuration: {name}: not valid JSON") from None
 
 
 @functools.cache

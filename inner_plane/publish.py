@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
+from opentelemetry.trace import Span, SpanKind
 
-from inner_plane import logs, redis_keys
+from inner_plane import logs, redis_keys, tracing
 from inner_plane.attention.document import AttentionPolicy
 from inner_plane.attention.live import policy_source
 from inner_plane.attention.wakes import wake_on_publish
@@ -42,7 +43,9 @@ class _Prepared:
     Built once per signal on the hot path: the draft is not copied (the derived dedup key and
     id live here) and the kind's policy is looked up once."""
 
-    __slots__ = ("dedup_key", "downgraded", "draft", "mode", "priority", "row", "signal_id")
+    __slots__ = (
+        "dedup_key", "downgraded", "draft", "mode", "priority", "row", "signal_id", "span",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -50,8 +53,10 @@ class _Prepared:
         registry: KindRegistry,
         now: datetime,
         attention: AttentionPolicy | None = None,
+        origin: str | None = None,
     ) -> None:
         self.draft = draft
+        self.span: Span | None = None
         policy = registry.policy_for(draft.kind, draft.mode)
         dedup_key, signal_id = _identity(draft, policy.dedup_key_template)
         if signal_id is None:
@@ -87,6 +92,9 @@ class _Prepared:
             "occurred_at": draft.occurred_at,
             "available_at": draft.available_at,
             "expires_at": expires_at,
+            # The publish span of the process that sent it (a Celery message's traceparent), or
+            # this process's own (:func:`_open_spans`), or None (not traced).
+            "traceparent": origin,
         }
 
     def result(self, deduplicated: bool, stored: SignalIdentity | None = None) -> PublishResult:
@@ -238,20 +246,78 @@ _DOWNGRADED_REASON = "kind not permitted to interrupt"
 
 
 def _prepare(
-    drafts: Sequence[SignalDraft], runtime: Runtime
+    drafts: Sequence[SignalDraft],
+    runtime: Runtime,
+    origins: Sequence[str | None] | None = None,
+    via: str = "api",
 ) -> tuple[list[_Prepared], list[_Prepared]]:
     """Every draft prepared, and the unique ones: duplicates inside one call collapse onto the
-    first occurrence."""
+    first occurrence. ``origins``: one traceparent per draft, the publish span of the process
+    that sent it (a Celery message's headers), if any."""
     now = datetime.now(UTC)
     registry = runtime.registry
     attention = policy_source(runtime).current()
     rules = attention if attention.sets_modes else None
-    prepared = [_Prepared(d, registry, now, rules) for d in drafts]
+    if origins is None:
+        prepared = [_Prepared(d, registry, now, rules) for d in drafts]
+    else:
+        prepared = [
+            _Prepared(d, registry, now, rules, o) for d, o in zip(drafts, origins, strict=True)
+        ]
     first: dict[uuid.UUID, _Prepared] = {}
     for p in prepared:
         first.setdefault(p.signal_id, p)
     unique = list(first.values()) if len(first) < len(prepared) else prepared
+    if tracing.on:
+        _open_spans(unique, via)
     return prepared, unique
+
+
+def _open_spans(unique: Sequence[_Prepared], via: str) -> None:
+    """A publish span for each signal that no sender traced: its traceparent goes on the row,
+    so the activation that claims it links to it."""
+    for p in unique:
+        if p.row["traceparent"] is not None:
+            continue  # its publish span is the sender's
+        draft = p.draft
+        p.span = tracing.start(
+            "publish signals",
+            SpanKind.PRODUCER,
+            publish_span_attributes(draft, p.signal_id, p.mode.value, via),
+        )
+        p.row["traceparent"] = tracing.traceparent(p.span)
+
+
+def publish_span_attributes(
+    draft: SignalDraft, signal_id: uuid.UUID, mode: str, via: str
+) -> dict[str, Any]:
+    """A publish span's attributes (messaging conventions; the delegate as the conversation)."""
+    return {
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "publish",
+        "messaging.destination.name": "signals",
+        "messaging.message.id": str(signal_id),
+        "gen_ai.conversation.id": draft.delegate_id,
+        "inner_plane.signal.kind": draft.kind,
+        "inner_plane.signal.source": draft.source,
+        "inner_plane.signal.mode": mode,
+        "inner_plane.via": via,
+    }
+
+
+def _close_spans(
+    unique: Sequence[_Prepared],
+    inserted: Collection[uuid.UUID],
+    error: BaseException | None = None,
+) -> None:
+    for p in unique:
+        if p.span is not None:
+            if error is None:
+                p.span.set_attribute("inner_plane.signal.deduplicated", p.signal_id not in inserted)
+            else:
+                tracing.failed(p.span, error)
+            p.span.end()
+            p.span = None
 
 
 class Journaled:
@@ -335,7 +401,7 @@ class DraftRows:
     ) -> None:
         self.runtime = runtime or get_runtime()
         self.via = via
-        self.prepared, self.unique = _prepare(drafts, self.runtime)
+        self.prepared, self.unique = _prepare(drafts, self.runtime, via=via)
 
     def rows(self) -> list[NewSignal]:
         return [p.row for p in self.unique]
@@ -349,15 +415,33 @@ class DraftRows:
             p.signal_id for p in self.unique if p.signal_id in kept and p.signal_id not in inserted
         ]
         stored = self.runtime.signals.identities(lost) if lost else {}
+        if tracing.on:
+            _close_spans(self.unique, inserted)
         return Journaled(self.runtime, self.via, prepared, inserted, stored)
 
 
 def publish_drafts(
-    drafts: Sequence[SignalDraft], runtime: Runtime | None = None, via: str = "api"
+    drafts: Sequence[SignalDraft],
+    runtime: Runtime | None = None,
+    via: str = "api",
+    origins: Sequence[str | None] | None = None,
 ) -> list[PublishResult]:
-    """Journal already-validated drafts in one transaction; return one result per draft."""
+    """Journal already-validated drafts in one transaction; return one result per draft.
+    ``origins``: one traceparent per draft, of the sender's publish span (see :func:`_prepare`).
+    """
     runtime = runtime or get_runtime()
-    prepared, unique = _prepare(drafts, runtime)
+    prepared, unique = _prepare(drafts, runtime, origins, via)
+    try:
+        return _journal(runtime, via, prepared, unique)
+    except BaseException as error:
+        if tracing.on:
+            _close_spans(unique, (), error)
+        raise
+
+
+def _journal(
+    runtime: Runtime, via: str, prepared: list[_Prepared], unique: list[_Prepared]
+) -> list[PublishResult]:
 
     # Repeats short-circuit on Redis: a marked signal that the journal confirms is not inserted
     # again. Everything else is inserted; ON CONFLICT DO NOTHING decides races and lost markers.
@@ -369,6 +453,8 @@ def publish_drafts(
         # Duplicates the journal's constraints caught: answer with what it holds.
         lost = [p.signal_id for p in to_insert if p.signal_id not in inserted]
         stored.update(runtime.signals.identities(lost))
+    if tracing.on:
+        _close_spans(unique, inserted)
     return Journaled(runtime, via, prepared, inserted, stored).announce()
 
 
@@ -422,6 +508,7 @@ __all__ = [
     "publish",
     "publish_drafts",
     "publish_many",
+    "publish_span_attributes",
     "validate",
     "wire_form",
     "with_stable_identity",

@@ -68,6 +68,8 @@ def stores() -> Iterator[Stores]:
     os.environ["INNER_PLANE_DATABASE_URL"] = started.database_url
     os.environ["INNER_PLANE_REDIS_URL"] = started.redis_url
     os.environ["INNER_PLANE_DATA_DIR"] = str(started.data_dir)
+    # As Stores.env gives child processes: throttled refusals are answered at once in tests.
+    os.environ.setdefault("INNER_PLANE_API_THROTTLED_DELAY_S", "0")
     if started.broker.url is not None:
         os.environ["INNER_PLANE_BROKER_URL"] = started.broker.url
     load_settings.cache_clear()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 
 from beat_schedule import celery_beat_schedule
 from inner_plane import celery_bridge as names
@@ -115,3 +115,24 @@ def follow_policy(**_kwargs: Any) -> None:
         policy_source(get_runtime()).listen()
     except Exception as error:  # the journal is down: the poll on use catches up later
         logs.emit("policy_listen_failed", reason=str(error)[:200])
+
+
+@worker_init.connect
+def trace_tasks(**_kwargs: Any) -> None:
+    """Traces, when the OTEL_* variables ask for them (inner_plane.tracing): set up in the main
+    process, before the pool forks (a child re-makes the exporter's thread), with Celery's
+    official instrumentation: a task's run span is a child of the span that sent it."""
+    from inner_plane import tracing
+
+    if tracing.setup("inner-plane-worker"):
+        from opentelemetry.instrumentation.celery import CeleryInstrumentor
+
+        CeleryInstrumentor().instrument()  # type: ignore[no-untyped-call]
+
+
+@worker_process_shutdown.connect
+def flush_traces(**_kwargs: Any) -> None:
+    """A pool child ends without running exit hooks: export its last spans first."""
+    from inner_plane import tracing
+
+    tracing.flush()

@@ -43,10 +43,11 @@ from typing import Any
 
 from celery import Celery, Task
 from celery.utils.log import get_logger
+from opentelemetry.trace import Link, SpanKind
 from redis import RedisError
 from sqlalchemy.exc import OperationalError
 
-from inner_plane import logs, receipts
+from inner_plane import logs, receipts, tracing
 from inner_plane.celery_bridge import is_amqp
 from inner_plane.config import load_settings
 from inner_plane.publish import publish_drafts, validate
@@ -71,6 +72,12 @@ class _Held:
     received: float = 0.0  # when it entered the buffer (time.time(): the task-received event's)
     started: float | None = None  # when its batch began to be journaled (task-started)
     settled: bool = False  # journaled or rejected for good (whether or not its ack got through)
+
+
+def _bounded(links: list[Link]) -> list[Link]:
+    # A span keeps 128 links by default (OTEL_SPAN_LINK_COUNT_LIMIT); past that the rows still
+    # hold every signal's own traceparent.
+    return links[:128]
 
 
 def _signal_of(message: Any) -> Any:
@@ -166,7 +173,10 @@ def buffered_publish(
         if not drafts:
             return
         try:
-            publish_drafts([draft for _, draft in drafts], via="celery")
+            if tracing.on:
+                _journal_traced(drafts)
+            else:
+                publish_drafts([draft for _, draft in drafts], via="celery")
         except TRANSIENT:
             raise
         except Exception:
@@ -180,6 +190,25 @@ def buffered_publish(
             return
         for item, _draft in drafts:
             settle(item, True)
+
+    def _journal_traced(drafts: list[tuple[_Held, SignalDraft]]) -> None:
+        """One consumer span for the batch: a child of its first message's publish span (so
+        the wake it sends, and the activation, join that trace), linked to the others'. Each
+        signal's row keeps its own message's publish span."""
+        origins = [tracing.extracted(item.message.headers) for item, _ in drafts]
+        links = [link for o in origins[1:] if (link := tracing.link(o)) is not None]
+        with tracing.span(
+            "process signals",
+            SpanKind.CONSUMER,
+            {
+                "messaging.operation.type": "process",
+                "messaging.destination.name": "signals",
+                "messaging.batch.message_count": len(drafts),
+            },
+            links=_bounded(links),
+            parent=tracing.parent_of(origins[0]),
+        ):
+            publish_drafts([draft for _, draft in drafts], via="celery", origins=origins)
 
     def flush() -> None:
         scheduled.clear()

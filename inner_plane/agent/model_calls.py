@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import openai
 
+from inner_plane import tracing
 from inner_plane.activation import AgentResult
 from inner_plane.activation.storable import first_unstorable
 from inner_plane.agent.port import StepGuard
@@ -260,7 +261,35 @@ def call_tool(
     raw_arguments: str | None,
     tool_context: ToolContext,
 ) -> dict[str, Any]:
-    """Run one tool call; a refusal becomes the action's error (and the model's tool output)."""
+    """Run one tool call; a refusal becomes the action's error (and the model's tool output).
+    Traced, in an ``execute_tool`` span (the name a model gave is hostile: an unknown one is not
+    put in the span's name, and is cut short in its attribute)."""
+    if not tracing.on:
+        return _call_tool(tools, call_id, name, raw_arguments, tool_context)
+    known = tools.get(name) is not None
+    with tracing.span(
+        f"execute_tool {name}" if known else "execute_tool",
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name[:100],
+            "gen_ai.tool.call.id": call_id[:100],
+            "gen_ai.tool.type": "function",
+            "inner_plane.step": tool_context.step,
+        },
+    ) as current:
+        action = _call_tool(tools, call_id, name, raw_arguments, tool_context)
+        if action["error"] is not None:
+            tracing.failed(current, "tool_error")
+        return action
+
+
+def _call_tool(
+    tools: ToolRegistry,
+    call_id: str,
+    name: str,
+    raw_arguments: str | None,
+    tool_context: ToolContext,
+) -> dict[str, Any]:
     action: dict[str, Any] = {
         "step": tool_context.step,
         "call_id": call_id,

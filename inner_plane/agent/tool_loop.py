@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+from opentelemetry.trace import SpanKind
 
+from inner_plane import tracing
 from inner_plane.activation import AgentResult, Preempted, WorkingContext
 from inner_plane.agent.model_calls import (
     AgentRunFailed,
@@ -200,7 +202,9 @@ class ToolLoopAgent:
     def _call(self, state: RunState, step: int) -> StepReply:
         def attempt() -> StepReply:
             state.part += 1
-            return self.model_step(state, step)
+            if not tracing.on:
+                return self.model_step(state, step)
+            return self._traced_step(state, step)
 
         while True:
             try:
@@ -214,6 +218,31 @@ class ToolLoopAgent:
                     ) from error
                 state.compactions.append(record)
                 self.on_compacted(state)
+
+    def _traced_step(self, state: RunState, step: int) -> StepReply:
+        """One model call in a ``chat`` span (GenAI conventions), with its usage."""
+        with tracing.span(
+            f"chat {self.model}",
+            SpanKind.CLIENT,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": self.model,
+                "gen_ai.conversation.id": state.context.activation.delegate_id,
+                "inner_plane.step": step,
+            },
+        ) as current:
+            reply = self.model_step(state, step)
+            if current is not None:
+                current.set_attributes(
+                    {
+                        "gen_ai.usage.input_tokens": reply.usage.get("input_tokens", 0),
+                        "gen_ai.usage.output_tokens": reply.usage.get("output_tokens", 0),
+                        "gen_ai.response.finish_reasons": ["tool_calls" if reply.calls else "stop"],
+                        "inner_plane.tool_calls": len(reply.calls),
+                    }
+                )
+            return reply
 
     def _loop(self, state: RunState) -> None:
         guard = state.guard

@@ -212,7 +212,16 @@ def root(
     """Inner Context Plane: inner signals for a personal AI delegate."""
 
 
+# Commands that only read and report, answering at once (`status`, `signals show`, `health`):
+# pydantic looks for plugins (a scan of every installed distribution's entry points, about 12 ms)
+# only in the commands that run the plane. The plane registers no pydantic plugin; an operator's
+# own PYDANTIC_DISABLE_PLUGINS setting wins.
+READING_COMMANDS = frozenset({"status", "signals", "health"})
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in READING_COMMANDS:
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     # Loading a command allocates hundreds of thousands of objects that live until exit
     # (SQLAlchemy, psycopg, pydantic): collecting while they load, and once more at exit, cost
     # `signals show` about a third of its start. The collector is off until the command's body

@@ -63,9 +63,13 @@ def journal_rows(command: str) -> Iterator[Rows]:
     (`signals show` starts about a third faster). The stores are found as :func:`runtime` finds
     them; a schema this code does not match is refused as :func:`runtime` refuses it."""
     from inner_plane.journal import plain
-    from inner_plane.services.embedded import resolve_services
 
-    configured = resolve_services(load_settings())  # as configured, if both URLs are set
+    configured = load_settings()
+    if configured.database_url is None or configured.redis_url is None:
+        # The embedded servers' machinery loads only when a store is not configured.
+        from inner_plane.services.embedded import resolve_services
+
+        configured = resolve_services(configured)
     assert configured.database_url is not None
     with plain.connect(configured.database_url, 5, f"inner-plane {command}") as rows:
         if not plain.at_code_head(plain.schema_versions(rows)):

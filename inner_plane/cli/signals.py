@@ -73,9 +73,19 @@ def publish_command(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Publish one inner signal (through the Celery `signals` queue unless --direct)."""
-    from inner_plane import celery_bridge
-    from inner_plane.publish import publish_drafts, validate, wire_form, with_stable_identity
+    from opentelemetry.trace import SpanKind
+
+    from inner_plane import celery_bridge, tracing
+    from inner_plane.publish import (
+        publish_drafts,
+        publish_span_attributes,
+        validate,
+        wire_form,
+        with_stable_identity,
+    )
     from inner_plane.signals.kinds import settle
+
+    tracing.setup("inner-plane-cli")
 
     raw: dict[str, Any] = {
         "kind": kind,
@@ -131,7 +141,10 @@ def publish_command(
     draft = with_stable_identity(draft, rt.registry)
     assert draft.id is not None
     existed = bool(rt.signals.existing_ids([draft.id]))
-    task_id = celery_bridge.send_publish(rt.settings, wire_form(draft))
+    # The signal's publish span: the message carries it, and the worker stores it on the row.
+    attributes = publish_span_attributes(draft, draft.id, effective.value, "cli")
+    with tracing.span("publish signals", SpanKind.PRODUCER, attributes):
+        task_id = celery_bridge.send_publish(rt.settings, wire_form(draft))
     # The signal's id is known before a worker journals it (stable identity): it is what
     # `signals show` and the UI find; the Celery task id is only Flower's.
     output: dict[str, Any] = {"id": str(draft.id), "task_id": task_id, **modes}

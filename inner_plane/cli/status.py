@@ -44,7 +44,8 @@ def _text(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"signals: {journal['pending']} pending ({journal['due']} due), "
             f"{journal['claimed']} claimed, {journal['dead']} dead, "
-            f"{journal.get('ambient', 0)} ambient retained; oldest pending "
+            f"{journal.get('ambient', 0)}{'+' if journal.get('ambient_capped') else ''} ambient "
+            "retained; oldest pending "
             f"{'none' if oldest is None else _age(oldest)}"
             f"; user turns queued {journal['queued_turns']}; "
             f"activations running {journal['running_activations']}"

@@ -65,6 +65,7 @@ from inner_plane.sources.intake import (
     client_of,
     path_of,
     read_body,
+    token_verified,
 )
 
 
@@ -206,6 +207,21 @@ def create_app(
             limiter = limiters[loop] = anyio.CapacityLimiter(settings.api_publish_threads)
         return limiter
 
+    hashing_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.Lock] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def hashing_turn() -> anyio.Lock:
+        """One authentication that may hash (a token this process has not verified) at a time
+        per event loop, awaited here rather than in a worker thread: a storm of bad tokens then
+        waits on the loop, one hash at a time (credentials hash one at a time anyway), and
+        never holds the publish threads that valid clients need."""
+        loop = asyncio.get_running_loop()
+        lock = hashing_turns.get(loop)
+        if lock is None:
+            lock = hashing_turns[loop] = anyio.Lock()
+        return lock
+
     def feed() -> LiveFeed:
         if not feeds:
             runtime = runtime_factory()
@@ -288,16 +304,14 @@ def create_app(
         admitted = None
         if bearer(request):
             # A token does not cover the body: the caller is proven before it is read.
-            admitted = await anyio.to_thread.run_sync(
-                authorized,
-                runtime_factory,
-                "POST",
-                path_of(request),
-                request.headers,
-                b"",
-                client,
-                limiter=publish_threads(),
+            admit = functools.partial(
+                authorized, runtime_factory, "POST", path_of(request), request.headers, b"", client
             )
+            if token_verified(request):
+                admitted = await anyio.to_thread.run_sync(admit, limiter=publish_threads())
+            else:
+                async with hashing_turn():
+                    admitted = await anyio.to_thread.run_sync(admit, limiter=publish_threads())
         body = await read_body(request, max_body_bytes)
         publish = functools.partial(
             publish_request,
@@ -353,7 +367,11 @@ def create_app(
         any_host=not is_loopback(bind),
     )
     app.add_middleware(ui.SecurityHeaders)
-    app.add_middleware(guards.ThrottledShortcut, session_cookies=(COOKIE, chat_session.COOKIE))
+    app.add_middleware(
+        guards.ThrottledShortcut,
+        session_cookies=(COOKIE, chat_session.COOKIE),
+        tarpit_s=settings.api_throttled_delay_s,
+    )
     app.add_middleware(guards.UnexpectedErrors)
 
     for route, _ in mounts:

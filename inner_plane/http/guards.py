@@ -140,13 +140,24 @@ def _bounded(text: str) -> str:
 # --- throttled addresses ---------------------------------------------------------------------
 
 
+# How many refusals one throttled address may have held at once in a process; past that it is
+# refused at once and its connection closed.
+TARPIT_PER_ADDRESS = 16
+
+
 class ThrottledShortcut:
-    """Refuse (429) at once a request from an address this process knows is over its failure
-    limit, before routing, validation or a worker thread: a storm of bad credentials then costs
-    the server little more than parsing each request. Not for reading ``/healthz`` or a sign-in
-    form, a live session
-    (proven in Redis, by the route) or a token this process verified before (a client sharing
-    the address with an attacker keeps working)."""
+    """Refuse (429) a request from an address this process knows is over its failure limit,
+    before routing, validation or a worker thread. Not for reading ``/healthz`` or a sign-in
+    form, a live session (proven in Redis, by the route) or a token this process verified
+    before (a client sharing the address with an attacker keeps working).
+
+    The refusal is held for ``tarpit_s`` (``INNER_PLANE_API_THROTTLED_DELAY_S``, 1 s) before it
+    is sent (a tarpit): a client that waits
+    for each answer, as a credential-guessing loop does, then sends one request a second per
+    connection instead of hundreds, and the storm stops taking the event loop from everyone
+    else. Holding costs a timer, not CPU; at most :data:`TARPIT_PER_ADDRESS` are held per
+    address, and past that the refusal is immediate and closes the connection, so an address
+    cannot fill the server's connection slots with held refusals either."""
 
     def __init__(
         self,
@@ -154,10 +165,13 @@ class ThrottledShortcut:
         session_cookies: Iterable[str],
         # The sign-in forms stay readable (their POSTs meet the throttle in Redis, and say so).
         open_paths: Iterable[str] = ("/healthz", "/login", "/chat"),
+        tarpit_s: float = 1.0,
     ) -> None:
         self.app = app
         self.session_cookies = tuple(session_cookies)
         self.open_paths = frozenset(open_paths)
+        self.tarpit_s = tarpit_s
+        self.held: dict[str, int] = {}  # refusals held per address (one event loop per process)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not (
@@ -165,12 +179,35 @@ class ThrottledShortcut:
         ):
             request = Request(scope)
             if not any(name in request.cookies for name in self.session_cookies):
+                client = client_of(request)
                 try:
-                    refuse_known_throttled(request, client_of(request))
+                    refuse_known_throttled(request, client)
                 except ApiError as refusal:
-                    await refusal.response()(scope, receive, send)
+                    await self._refuse(refusal, client or "", scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+    async def _refuse(
+        self, refusal: ApiError, client: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        held = self.held.get(client, 0)
+        if not self.tarpit_s:
+            await refusal.response()(scope, receive, send)
+            return
+        if held >= TARPIT_PER_ADDRESS:
+            refusal.headers["Connection"] = "close"
+            await refusal.response()(scope, receive, send)
+            return
+        self.held[client] = held + 1
+        try:
+            await anyio.sleep(self.tarpit_s)
+        finally:
+            left = self.held[client] - 1
+            if left:
+                self.held[client] = left
+            else:
+                del self.held[client]
+        await refusal.response()(scope, receive, send)
 
 
 # --- Host --------------------------------------------------------------------------------------

@@ -43,16 +43,32 @@ class TimelineBody(BaseModel):
 
 def add_delegate_routes(router: APIRouter, calls: OperatorCalls) -> None:
     @page_route(router, "/delegates", summary="Delegates overview")
-    async def delegates(request: Request, cursor: Cursor = None, limit: Limit = 50) -> Response:
+    async def delegates(
+        request: Request,
+        cursor: Cursor = None,
+        limit: Limit = 50,
+        name: Annotated[
+            str | None,
+            Query(
+                min_length=1,
+                max_length=200,
+                description="Only delegates whose person's display name starts with this (any "
+                "case), in name order",
+            ),
+        ] = None,
+    ) -> Response:
         """For each delegate: lane state (idle, waiting, running) with holder, epoch and the
         running activation; counts by state, the oldest pending signal's age, the next due
-        time; the wake budget used and the last activation."""
+        time; the wake budget used and the last activation. Keyset pages by delegate id, or by
+        the person's name when searched by ``name``: a page costs the same however many
+        delegates the plane serves."""
         return await calls.page(
             request,
             lambda rt: delegate_reads.delegates_overview(
                 rt.engine,
                 wake_budget_per_hour=rt.settings.wake_budget_per_hour,
                 daily_token_budget=rt.settings.daily_token_budget,
+                name=name,
                 cursor=cursor,
                 limit=limit,
             ),

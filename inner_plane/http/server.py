@@ -4,8 +4,9 @@ head, and bounded logging of malformed requests.
 uvicorn bounds a request head's size (``h11_max_incomplete_event_size``) and closes idle
 kept-alive connections, but a client sending its request line and headers a byte at a time keeps
 a connection slot (of ``limit_concurrency``) as long as it likes. Here a head must be complete
-within :data:`HEAD_TIMEOUT_S` of the connection, or of the first byte after the previous
-response; the body has its own deadline (``INNER_PLANE_API_BODY_TIMEOUT_S``, in the app).
+within ``INNER_PLANE_API_HEAD_TIMEOUT_S`` (10 s) of the connection, or of the first byte after
+the previous response, or the connection is closed; the body has its own deadline
+(``INNER_PLANE_API_BODY_TIMEOUT_S``, in the app).
 
 uvicorn logs a warning for every malformed request ("Invalid HTTP request received."): a stream
 of them would write a line each. :class:`OncePerMinute` lets each distinct message through once
@@ -21,7 +22,8 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-HEAD_TIMEOUT_S = 10.0
+from inner_plane.config import load_settings
+
 _WINDOW_S = 60.0
 _MAX_REMEMBERED = 256
 
@@ -30,13 +32,14 @@ class BoundedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._head_timeout_s = load_settings().api_head_timeout_s  # cached: read once
 
     def _waiting_for_head(self) -> bool:
         return self.cycle is None or self.cycle.response_complete
 
     def _arm(self) -> None:
         if self._head_deadline is None and self._waiting_for_head():
-            self._head_deadline = self.loop.call_later(HEAD_TIMEOUT_S, self._head_expired)
+            self._head_deadline = self.loop.call_later(self._head_timeout_s, self._head_expired)
 
     def _disarm(self) -> None:
         if self._head_deadline is not None:

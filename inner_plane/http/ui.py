@@ -44,6 +44,7 @@ from inner_plane.http.ui_views import (
     signal_page_view,
     signal_view,
     timer_named_by,
+    trace_link,
     when,
     zone_of,
 )
@@ -136,6 +137,22 @@ class _Redirect(Exception):
         self.response = response
 
 
+# The dashboard's page of delegates: 100 by id, or searched by the person's name (a prefix), a
+# keyset page either way (never every delegate of a large plane).
+DASHBOARD_PAGE = 100
+
+
+def _overview_page(rt: Runtime, name: str | None, cursor: str | None) -> Any:
+    return delegate_reads.delegates_overview(
+        rt.engine,
+        wake_budget_per_hour=rt.settings.wake_budget_per_hour,
+        daily_token_budget=rt.settings.daily_token_budget,
+        name=name or None,
+        cursor=cursor or None,
+        limit=DASHBOARD_PAGE,
+    )
+
+
 def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
@@ -181,16 +198,14 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
 
     @router.get("/", response_class=HTMLResponse)
     async def dashboard(
-        request: Request, delegate: Annotated[str | None, Query(max_length=128)] = None
+        request: Request,
+        delegate: Annotated[str | None, Query(max_length=128)] = None,
+        name: Annotated[str | None, Query(max_length=200)] = None,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
     ) -> Response:
         async def render() -> Response:
             def work(rt: Runtime) -> dict[str, Any]:
-                overview = delegate_reads.delegates_overview(
-                    rt.engine,
-                    wake_budget_per_hour=rt.settings.wake_budget_per_hour,
-                    daily_token_budget=rt.settings.daily_token_budget,
-                    limit=100,
-                )
+                overview = _overview_page(rt, name, cursor)
                 names = [d["delegate_id"] for d in overview.items]
                 chosen = delegate or (names[0] if names else "default")
                 agents = [(d.get("last_activation") or {}).get("agent") for d in overview.items]
@@ -203,26 +218,34 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                         delegate_reads.chart_series(rt.engine, chosen), zone_of(chosen, zones)
                     ),
                     "agent_notice": agent_notice(rt.settings.agent, agents),
+                    "search": name or "",
+                    "next": overview.next,
                 }
 
-            return page(request, "dashboard.html", await load(request, work))
+            try:
+                found = await load(request, work)
+            except reads.CursorError:
+                raise ApiError(422, "invalid", "cursor: not a cursor of this list") from None
+            return page(request, "dashboard.html", found)
 
         return await guarded(request, render)
 
     @router.get("/ui/overview", response_class=HTMLResponse)
-    async def overview_fragment(request: Request) -> Response:
+    async def overview_fragment(
+        request: Request,
+        name: Annotated[str | None, Query(max_length=200)] = None,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
+    ) -> Response:
         async def render() -> Response:
             def work(rt: Runtime) -> list[dict[str, Any]]:
-                found = delegate_reads.delegates_overview(
-                    rt.engine,
-                    wake_budget_per_hour=rt.settings.wake_budget_per_hour,
-                    daily_token_budget=rt.settings.daily_token_budget,
-                    limit=100,
-                )
+                found = _overview_page(rt, name, cursor)
                 zones = zones_for(rt, [d["delegate_id"] for d in found.items])
                 return [overview_view(d, zones) for d in found.items]
 
-            rows = await load(request, work)
+            try:
+                rows = await load(request, work)
+            except reads.CursorError:
+                raise ApiError(422, "invalid", "cursor: not a cursor of this list") from None
             return page(request, "overview_rows.html", {"delegates": rows})
 
         return await guarded(request, render)
@@ -309,6 +332,7 @@ def build_router(runtime_factory: Callable[[], Runtime], gate: OperatorGate) -> 
                 if detail is not None:
                     delegate_id = detail["activation"]["delegate_id"]
                     detail["zone"] = zone_of(delegate_id, zones_for(rt, [delegate_id]))
+                    detail["trace"] = trace_link(detail, rt.settings.trace_url_template)
                 return detail
 
             found = await load(request, work)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from inner_plane import tracing
 from inner_plane.journal.conversation import events
 from inner_plane.journal.signals.events import history
 from inner_plane.timeline import TimelineEntry
@@ -452,6 +453,15 @@ def agent_notice(configured: str, recent_agents: list[Any]) -> dict[str, str] | 
         f"every signal it claimed with the reason “{NO_MODEL}”; the agent never replies. Set "
         "INNER_PLANE_OPENAI_MODEL (and OPENAI_API_KEY) for the activation worker to run a model.",
     }
+
+
+def trace_link(found: dict[str, Any], template: str | None) -> dict[str, str | None] | None:
+    """The activation's trace (tracing on: its invoke_agent span's trace id), with the URL the
+    operator's template gives it (INNER_PLANE_TRACE_URL_TEMPLATE), if one is set."""
+    trace_id = tracing.trace_id(found["activation"].pop("traceparent", None))
+    if trace_id is None:
+        return None
+    return {"id": trace_id, "url": None if template is None else template.format(trace_id=trace_id)}
 
 
 def activation_outcome(found: dict[str, Any]) -> str:

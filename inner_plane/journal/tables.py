@@ -83,6 +83,8 @@ SIGNALS = Table(
     Column("disposition", Text),
     Column("disposition_reason", Text),
     Column("settled_at", DateTime(timezone=True)),
+    # Its publish span as a W3C traceparent, when traced (migration 0026; inner_plane.tracing).
+    Column("traceparent", Text),
     UniqueConstraint("delegate_id", "source", "dedup_key"),
     CheckConstraint(f"mode IN {MODES}", name="mode"),
     CheckConstraint(f"state IN {STATES}", name="state"),
@@ -107,6 +109,13 @@ SIGNALS = Table(
         postgresql_where=text("state = 'pending' AND mode IN ('wake', 'interrupt')"),
     ),
     Index("ix_signals_claimed", "delegate_id", postgresql_where=text("state = 'claimed'")),
+    # Retained ambient signals, counted from the index alone (migration 0026): per delegate by
+    # the overview, up to a cap by `status` and /metrics.
+    Index(
+        "ix_signals_ambient_retained",
+        "delegate_id",
+        postgresql_where=text("state = 'pending' AND mode = 'ambient'"),
+    ),
     # Retention: finished signals by age.
     Index(
         "ix_signals_finished_updated",
@@ -160,6 +169,8 @@ LEASES = Table(
     # The holder keeps a session-level advisory lock (journal/lane/leases.py): takeable once it
     # is free.
     Column("liveness_lock", Boolean, nullable=False, server_default=text("false")),
+    # Held leases, counted by `status` and /metrics: the few held, not every delegate's row.
+    Index("ix_leases_held", "expires_at", postgresql_where=text("holder IS NOT NULL")),
 )
 
 
@@ -186,6 +197,8 @@ ACTIVATIONS = Table(
     Column("chain_depth", Integer, nullable=False, server_default=text("0")),
     # The attention policy version it was decided under (NULL: the settings; migration 0022).
     Column("policy_version", Integer),
+    # Its invoke_agent span as a W3C traceparent, when traced (migration 0026).
+    Column("traceparent", Text),
     CheckConstraint(f"state IN {ACTIVATION_STATES}", name="state"),
     Index("ix_activations_delegate_seq", "delegate_id", "seq"),
     # The running activation of a delegate (the lease keeps it to one).

@@ -23,7 +23,7 @@ from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Loader
 from psycopg.types.json import set_json_loads
 
-from inner_plane.signals.model import UNREADABLE_DATA
+from inner_plane.signals.unreadable import UNREADABLE_DATA
 
 FAR_PAST = datetime.min.replace(tzinfo=UTC)
 FAR_FUTURE = datetime.max.replace(tzinfo=UTC)

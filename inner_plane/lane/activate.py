@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from inner_plane import logs
+from opentelemetry.trace import Link
+
+from inner_plane import logs, tracing
 from inner_plane.activation import Activation, AgentResult, Preempted, WorkingContext
 from inner_plane.activation.storable import storable_result, storable_text
 from inner_plane.activation.tokens import cost_usd
@@ -60,6 +62,44 @@ class Activator:
     ) -> None:
         """``transaction``: a fenced transaction of the run; ``closing``: the one that ends the
         activation (it also reads the next due window)."""
+        if not tracing.on:
+            self._run(step, settings, transaction, closing, lease_lost, yield_hint)
+            return
+        activation = step.activation
+        with tracing.span(
+            f"invoke_agent {self.agent_name}",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": self.agent_name,
+                "gen_ai.conversation.id": activation.delegate_id,
+                "inner_plane.activation.id": str(activation.id),
+                "inner_plane.activation.trigger": activation.trigger.value,
+                "inner_plane.activation.signals": len(activation.signals),
+            },
+            links=self._publish_links(activation),
+        ) as current:
+            step.traceparent = tracing.traceparent(current)
+            self._run(step, settings, transaction, closing, lease_lost, yield_hint)
+
+    @staticmethod
+    def _publish_links(activation: Activation) -> list[Link]:
+        """A link to the publish span of every claimed signal that was traced (read with the
+        claim), at most 128 (a span's default limit: OTEL_SPAN_LINK_COUNT_LIMIT)."""
+        links = (
+            tracing.link(s.traceparent, **{"messaging.message.id": str(s.id)})
+            for s in activation.signals[:128]
+        )
+        return [link for link in links if link is not None]
+
+    def _run(
+        self,
+        step: Step,
+        settings: Settings,
+        transaction: Transaction,
+        closing: Transaction,
+        lease_lost: threading.Event,
+        yield_hint: threading.Event | None,
+    ) -> None:
         activation = step.activation
         # Only a reply to the person's turn is streamed to them: a background activation's
         # text never is.
@@ -110,6 +150,8 @@ class Activator:
         except Exception as error:  # the agent or composer failed: bounded retry
             if reply is not None:
                 reply.aborted("failed")
+            if tracing.on:
+                tracing.failed(tracing.current_span(), error)
             finish.failed(
                 closing,
                 settings,

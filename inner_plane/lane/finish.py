@@ -7,7 +7,10 @@ back whole."""
 
 from __future__ import annotations
 
-from inner_plane import logs
+import contextlib
+from collections.abc import Iterator
+
+from inner_plane import logs, tracing
 from inner_plane.activation import (
     NOT_RENDERED,
     AgentResult,
@@ -20,6 +23,21 @@ from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.lane import claims
 from inner_plane.journal.lane.closing import TurnEnd, close_activation
 from inner_plane.lane.records import Step, Transaction, activation_fields, entry
+
+
+@contextlib.contextmanager
+def _settling(step: Step, state: str) -> Iterator[None]:
+    """The settlement's span (traced): the closing transaction, a child of invoke_agent."""
+    if not tracing.on:
+        yield
+        return
+    attributes = {
+        "inner_plane.activation.id": str(step.activation.id),
+        "inner_plane.activation.state": state,
+        "inner_plane.activation.signals": len(step.activation.signals),
+    }
+    with tracing.span("settle activation", attributes=attributes):
+        yield
 
 
 def completed(
@@ -58,7 +76,7 @@ def completed(
             context,
         )
     )
-    with transaction() as connection:
+    with _settling(step, "completed"), transaction() as connection:
         claims.release_claims(connection, activation.id, plan.returned, "returned", NOT_RENDERED)
         close_activation(
             connection,
@@ -72,6 +90,7 @@ def completed(
             duration_ms=duration_s * 1000,
             plan=plan,
             then=closing,
+            traceparent=step.traceparent,
         )
     by_id = {s.id: s for s in activation.signals}
     for settled in plan.settled:
@@ -103,7 +122,7 @@ def interrupted(
     """Release the claims; the ThoughtFlow keeps ``partial`` (what the agent did before it
     yielded: tool actions, usage), never a settlement."""
     activation = step.activation
-    with transaction() as connection:
+    with _settling(step, "interrupted"), transaction() as connection:
         claims.release_claims(
             connection,
             activation.id,
@@ -129,6 +148,7 @@ def interrupted(
             duration_ms=duration_s * 1000,
             record_error=f"interrupted: {reason}",
             then=[closing],
+            traceparent=step.traceparent,
         )
     logs.emit("interrupted", **activation_fields(activation), reason=reason)
 
@@ -143,7 +163,7 @@ def failed(
     partial: AgentResult | None = None,
 ) -> None:
     activation = step.activation
-    with transaction() as connection:
+    with _settling(step, "failed"), transaction() as connection:
         retrying, dead = claims.fail_claims(
             connection, activation.id, error, settings.retry_base_s, settings.retry_max_s
         )
@@ -168,6 +188,7 @@ def failed(
             duration_ms=duration_s * 1000,
             record_error=error,
             then=[closing],
+            traceparent=step.traceparent,
         )
     logs.emit("failed", **activation_fields(activation), error=error[:500])
     for signal in retrying:

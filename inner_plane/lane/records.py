@@ -28,6 +28,8 @@ class Step:
 
     activation: Activation
     turn_id: uuid.UUID | None
+    # Its invoke_agent span (W3C traceparent), when traced: kept on the activation's row.
+    traceparent: str | None = None
 
 
 def activation_fields(activation: Activation) -> dict[str, Any]:

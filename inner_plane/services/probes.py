@@ -8,8 +8,6 @@ ping lives in ``celery_bridge``.
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
 import redis
@@ -36,6 +34,11 @@ class Check:
 
 def http_check(url: str, expect: str | None = None, timeout: float = 3.0) -> Check:
     """GET ``url``: healthy on a 2xx answer (containing ``expect`` when given)."""
+    # urllib.request (with http.client, email, ssl) loads only when an endpoint is checked:
+    # `status` without an API or Flower to probe starts without it.
+    import urllib.error
+    import urllib.request
+
     started = time.monotonic()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:

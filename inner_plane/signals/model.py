@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from inner_plane.signals.ids import derive_signal_id
+from inner_plane.signals.unreadable import UNREADABLE_DATA
 
 MAX_DATA_BYTES = 64 * 1024
 # Nesting and width caps: far above any real report, far below what breaks a reader (the JSON
@@ -39,8 +40,6 @@ IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 KIND_RE = re.compile(KIND_PATTERN.removesuffix("$") + r"\Z")
 IDENTIFIER_RE = re.compile(IDENTIFIER_PATTERN.removesuffix("$") + r"\Z")
 MAX_DEDUP_KEY = 512
-# The key a journal reader puts in place of data it could not parse (see journal.tolerant).
-UNREADABLE_DATA = "__unreadable__"
 # Characters a dedup key may not hold: every control character (C0, DEL, C1), the Unicode line
 # and paragraph separators, and lone surrogates (PostgreSQL cannot store them).
 DEDUP_KEY_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
@@ -325,6 +324,9 @@ class Signal(BaseModel):
     disposition: str | None = None
     disposition_reason: str | None = None
     settled_at: datetime | None = None
+    # Its publish span (W3C traceparent) when traced: read with the row, so the activation that
+    # claims it links to it without a query of its own; never part of the public form.
+    traceparent: str | None = Field(default=None, exclude=True, repr=False)
 
     def public(self) -> dict[str, Any]:
         """JSON-ready form used by the CLI, the HTTP API and the activation records. Never fails

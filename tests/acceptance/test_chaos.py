@@ -102,9 +102,14 @@ def test_an_external_pg_ctl_restart_is_adopted_and_loses_nothing(plane: Plane) -
         wait_until(lambda: plane.alarms(mark), "up to notice the restart", 30)
         time.sleep(5)
     assert_clean(plane, load)
-    # One line, naming the adopted postmaster; nothing restarted over it.
-    [alarm] = plane.alarms(mark)
-    assert f"another PostgreSQL (pid {after})" in alarm and "adopting it" in alarm, alarm
+    # One adoption, naming the adopted postmaster; nothing restarted over it. (On a loaded
+    # machine the new postmaster may take longer than the keeper's quiet wait to answer: a
+    # "waiting for it" line may come first.)
+    alarms = plane.alarms(mark)
+    [alarm] = [line for line in alarms if "adopting it" in line]
+    assert f"another PostgreSQL (pid {after})" in alarm, alarm
+    others = [line for line in alarms if line != alarm]
+    assert all("waiting for it" in line or "answers again" in line for line in others), alarms
     assert plane.postmaster() == after
     assert_children_kept(plane, mark)
 

@@ -28,7 +28,9 @@ from tests.support.waiting import wait_until
 pytestmark = [
     pytest.mark.acceptance,
     pytest.mark.chaos,
-    # `up` alone may take minutes to be ready on two loaded cores.
+    # A plane of its own to start (40 s on two loaded cores), a 15 s outage and the settle: about
+    # 90 s in all. `up` alone may take minutes to be ready on two loaded cores.
+    pytest.mark.slow,
     pytest.mark.timeout(900),
     pytest.mark.skipif(not rabbitmq_leg(), reason="runs in the RabbitMQ leg only"),
 ]

@@ -18,12 +18,13 @@ import httpx
 import pytest
 
 from inner_plane import operators
-from inner_plane.http.server import HEAD_TIMEOUT_S
 from inner_plane.runtime import Runtime
 from inner_plane.sources import processors
 from tests.support.http_api import start_api
 from tests.support.processes import ChildProcess
 from tests.support.stores import Stores
+
+HEAD_TIMEOUT_S = 2
 
 
 @pytest.fixture
@@ -32,6 +33,7 @@ def served(
 ) -> Iterator[tuple[ChildProcess, str]]:
     env = clean_stores.env(
         INNER_PLANE_API_BODY_TIMEOUT_S="2",
+        INNER_PLANE_API_HEAD_TIMEOUT_S=str(HEAD_TIMEOUT_S),
         INNER_PLANE_API_STREAMS="150",
         INNER_PLANE_API_STREAMS_PER_CREDENTIAL="200",
     )
@@ -120,11 +122,15 @@ def test_slow_and_abandoned_bodies(runtime: Runtime, served: tuple[ChildProcess,
                                                  "Content-Length": "1000"}) + b'{"kind": '
         )  # fmt: skip
         sock.close()
-    # A head sent a byte at a time is cut off (HEAD_TIMEOUT_S): the connection is closed.
+    # A head that never ends is cut off after INNER_PLANE_API_HEAD_TIMEOUT_S (2 s here, not the
+    # default 10): the connection is closed.
     slow = connect(url)
     slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     slow.settimeout(HEAD_TIMEOUT_S + 30)
+    started = time.monotonic()
     assert slow.recv(4096) == b""
+    # Closed by the setting's deadline, not the default's (a bound, not a timing: 2 s vs 10 s).
+    assert time.monotonic() - started < 10
     slow.close()
     # Malformed requests: a 400 each, and uvicorn's warning once, not once per request.
     for _ in range(50):

@@ -105,12 +105,14 @@ def test_nothing_is_acked_before_its_commit(
     runtime: Runtime,
     signals_locked: Callable[[], None],
 ) -> None:
-    start_worker("ingest-ack")
+    # The batch is journaled 3 s after its first message: all 20 sends are in by then however
+    # slow a loaded machine makes them (each writes its receipt, then the message).
+    start_worker("ingest-ack", flush_ms=3_000)
     for n in range(20):
         celery_bridge.send_publish(runtime.settings, signal(n))
-    # The worker holds all 20, and its insert waits on the lock: none is acked.
     wait_until(lambda: held_by_worker(runtime, 20), "20 delivered, unacked messages")
-    time.sleep(1.0)
+    # Past the flush: the worker holds all 20, and its insert waits on the lock: none is acked.
+    time.sleep(4.0)
     assert held_by_worker(runtime, 20)
     signals_locked()  # the insert goes through and commits
     wait_until(lambda: journaled(runtime) == expected_ids(20), "the 20 signals")
@@ -123,7 +125,9 @@ def test_a_worker_killed_mid_buffer_loses_nothing(
     stores: Stores,
     signals_locked: Callable[[], None],
 ) -> None:
-    worker = start_worker("ingest-kill")
+    # A flush long after the last of the 20 sends, however slow a loaded machine makes them (each
+    # writes its receipt, then the message): the buffer holds all 20 when the lock stops its commit.
+    worker = start_worker("ingest-kill", flush_ms=5_000)
     for n in range(20):
         celery_bridge.send_publish(runtime.settings, signal(n))
     wait_until(lambda: held_by_worker(runtime, 20), "20 delivered, unacked messages")

@@ -8,6 +8,8 @@ X-Forwarded-For, the 151st stream) is in ``tests/acceptance/test_doors_served.py
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import uuid
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -22,6 +25,7 @@ from fastapi.testclient import TestClient
 from inner_plane import operators
 from inner_plane.config import load_settings
 from inner_plane.http.app import create_app
+from inner_plane.http.guards import TARPIT_PER_ADDRESS
 from inner_plane.http.operator_auth import COOKIE
 from inner_plane.mcp_adapter.http import build_route
 from inner_plane.runtime import Runtime
@@ -52,6 +56,10 @@ def build(runtime: Runtime, bind_host: str = "127.0.0.1") -> FastAPI:
 def client(runtime: Runtime, one_window: None) -> Iterator[TestClient]:
     with TestClient(build(runtime), raise_server_exceptions=False) as test_client:
         yield test_client
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 def hmac_headers(stamp: str) -> dict[str, str]:
@@ -200,6 +208,59 @@ def test_a_known_token_passes_while_its_address_is_throttled(
         headers={"Authorization": f"Bearer {token}"},
     )
     assert again.status_code == 201, again.text
+
+
+def test_a_throttled_address_is_tarpitted_and_cannot_hold_more_than_its_share(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, one_window: None
+) -> None:
+    """A refusal to a throttled address is held (INNER_PLANE_API_THROTTLED_DELAY_S) before it is
+    sent, so a guessing loop is slowed to one request a second per connection; one address has
+    at most TARPIT_PER_ADDRESS refusals held, and the next is refused at once, its connection
+    closed. A valid token from the same address is never held."""
+    monkeypatch.setenv("INNER_PLANE_API_THROTTLED_DELAY_S", "10")
+    load_settings.cache_clear()
+    # Throttled after two failures (two hashes, not twenty).
+    strict = runtime.settings.model_copy(update={"auth_failures_per_minute": 2})
+    runtime = dataclasses.replace(runtime, settings=strict)
+    _, token = processors.add(runtime, "ci")
+    app = build(runtime)
+
+    async def scenario() -> None:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.9", 4000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            ok = await client.post(
+                "/v1/signals", json={"kind": "external.ci.done"}, headers=bearer(token)
+            )
+            assert ok.status_code == 201, ok.text
+            for n in range(strict.auth_failures_per_minute):
+                await client.post("/v1/signals", json={}, headers=bearer(f"ipt.ci.bad-{n}"))
+            assert auth_throttle.known_throttled("127.0.0.9") is not None
+
+            def refused() -> asyncio.Task[httpx.Response]:
+                return asyncio.ensure_future(
+                    client.get("/v1/delegates", headers=bearer("ipo.x.again"))
+                )
+
+            held = [refused() for _ in range(TARPIT_PER_ADDRESS)]
+            await asyncio.sleep(0.2)  # every one of them is in the tarpit now
+            one_more = await refused()
+            # Answered at once, while the others are still held: 429, and the connection closed.
+            assert one_more.status_code == 429
+            assert one_more.headers["connection"] == "close"
+            assert not any(task.done() for task in held)
+            # The valid token of the same address is not held.
+            again = await client.post(
+                "/v1/signals", json={"kind": "external.ci.again"}, headers=bearer(token)
+            )
+            assert again.status_code == 201 and not any(task.done() for task in held)
+            for task in held:
+                task.cancel()
+            await asyncio.gather(*held, return_exceptions=True)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        load_settings.cache_clear()
 
 
 def test_behind_a_trusted_proxy_the_right_most_untrusted_hop_is_the_client(

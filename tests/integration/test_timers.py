@@ -347,6 +347,7 @@ def test_a_tick_on_the_database_clock_runs_every_statement_in_autocommit(
     # a statement of the tick, whichever test of the process ran first.
     policy_source(timers_rt).current()
     _make_due(timers_rt, ["pulse"])
+    policy_source(timers_rt).current()  # a process reads the attention policy on first use
     statuses: list[tuple[str, pq.TransactionStatus]] = []
 
     def after_execute(*args: Any) -> None:  # conn, cursor, statement, parameters, context, many

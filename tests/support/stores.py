@@ -73,6 +73,9 @@ class Stores:
             INNER_PLANE_REDIS_URL=self.redis_url,
             INNER_PLANE_DATA_DIR=str(self.data_dir),
             PYTHONUNBUFFERED="1",
+            # Tests answer throttled refusals at once: their clients send hundreds in sequence
+            # (test_every_door.py shows the tarpit itself, with the delay on).
+            INNER_PLANE_API_THROTTLED_DELAY_S="0",
         )
         if self.broker.url is not None:
             env["INNER_PLANE_BROKER_URL"] = self.broker.url

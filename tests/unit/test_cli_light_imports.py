@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Libraries only some commands need (serve, worker, beat, flower, mcp, db, the agent).
 HEAVY = {"celery", "kombu", "fastapi", "starlette", "uvicorn", "openai", "mcp", "alembic"}
 # What `--help` does without, too: the stores' drivers and the settings' validation.
-STORES = {"sqlalchemy", "psycopg", "redis", "pydantic", "pydantic_settings"}
+STORES = {"sqlalchemy", "psycopg", "redis", "pydantic"}
 
 CHILD = """
 import json, sys

@@ -120,3 +120,42 @@ def test_overrides_are_validated_too() -> None:
 def test_visibility_timeout_outlasts_the_hard_time_limit() -> None:
     settings = build_settings(task_soft_time_limit_s=10, task_time_limit_s=20)
     assert settings.visibility_timeout_s > settings.task_time_limit_s
+
+
+def test_the_head_deadline_is_a_setting_with_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert build_settings().api_head_timeout_s == 10.0
+    monkeypatch.setenv("INNER_PLANE_API_HEAD_TIMEOUT_S", "2.5")
+    assert build_settings().api_head_timeout_s == 2.5
+    for bad in ("0", "-1", "3601", "ten", "nan"):
+        message = config_error(monkeypatch, INNER_PLANE_API_HEAD_TIMEOUT_S=bad)
+        assert "INNER_PLANE_API_HEAD_TIMEOUT_S" in message, (bad, message)
+
+
+def test_the_trace_url_template_must_be_a_url_holding_the_trace_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert build_settings().trace_url_template is None
+    good = "https://jaeger.example/trace/{trace_id}"
+    monkeypatch.setenv("INNER_PLANE_TRACE_URL_TEMPLATE", good)
+    assert build_settings().trace_url_template == good
+    for bad in (
+        "javascript:alert(1)//{trace_id}",
+        "https://jaeger.example/trace/",
+        "https://jaeger.example/{trace_id}/{span_id}",
+        "https://jaeger.example/{trace_id}/{0}",
+        "https://jaeger.example/{trace_id",
+    ):
+        message = config_error(monkeypatch, INNER_PLANE_TRACE_URL_TEMPLATE=bad)
+        assert "INNER_PLANE_TRACE_URL_TEMPLATE" in message, (bad, message)
+
+
+def test_a_mapping_variable_that_is_not_json_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = config_error(monkeypatch, INNER_PLANE_TOKEN_PRICES="{not json")
+    assert message == "invalid configuration: INNER_PLANE_TOKEN_PRICES: not valid JSON"
+
+
+def test_a_mapping_variable_in_json_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INNER_PLANE_TOKEN_PRICES", '{"m": {"input": 1.5}}')
+    assert build_settings().token_prices == {"m": {"input": 1.5}}

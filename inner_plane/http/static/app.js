@@ -129,7 +129,8 @@
     let timer = null;
     async function refresh() {
       timer = null;
-      const response = await fetch("/ui/overview", { credentials: "same-origin" });
+      // The same page as shown: the search and the cursor of the page's address.
+      const response = await fetch("/ui/overview" + window.location.search, { credentials: "same-origin" });
       if (!response.ok) return;
       const holder = document.createElement("template");
       holder.innerHTML = "<table><tbody>" + (await response.text()) + "</tbody></table>";

@@ -39,6 +39,8 @@ class ActivationRecord:
     reply: str | None
     # The attention policy version in force when it was decided (None: the settings).
     policy_version: int | None = None
+    # Its invoke_agent span, when traced (W3C traceparent).
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> ActivationRecord:
@@ -59,7 +61,7 @@ class ActivationRecord:
 _COLUMNS = (
     "id", "delegate_id", "trigger", "reason", "epoch", "holder", "state", "started_at",
     "finished_at", "signal_ids", "turn_id", "attempts", "error", "agent", "reply",
-    "policy_version",
+    "policy_version", "traceparent",
 )  # fmt: skip
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM activations"  # noqa: S608 - constant
 _SELECT_WITH_SEQ = f"SELECT seq, {', '.join(_COLUMNS)} FROM activations"  # noqa: S608
@@ -127,7 +129,7 @@ def insert_activation(
 FINISH_CTE = f"""
     finished AS (
         UPDATE activations SET state = :state, finished_at = clock_timestamp(),
-               error = :error, reply = :reply
+               error = :error, reply = :reply, traceparent = :traceparent
          WHERE id = :activation AND {FENCED_EPOCH} = :epoch
         RETURNING finished_at
     )

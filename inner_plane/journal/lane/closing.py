@@ -62,6 +62,7 @@ def close_activation(
     record_error: str | None = None,
     plan: SettlementPlan | None = None,
     then: Sequence[conversation.NewEvent] = (),
+    traceparent: str | None = None,
 ) -> datetime:
     """Close ``activation`` as ``state`` (``error``, ``reply`` on its row) with ``settled``
     applied, ``turn`` ended, its ThoughtFlow (``record_error`` on it) and its conversation
@@ -71,7 +72,7 @@ def close_activation(
     ctes = [FINISH_CTE, thoughtflow.RECORD_CTE]
     record = thoughtflow.build_record(activation, context, result, duration_ms, record_error, plan)
     params = thoughtflow.record_params(activation, record, duration_ms, record_error)
-    params.update(state=state, error=error, reply=reply)
+    params.update(state=state, error=error, reply=reply, traceparent=traceparent)
     if settled:
         ctes.append(SETTLE_CTES)
         params["settle_rows"] = settle_rows(settled)

@@ -22,22 +22,49 @@ from inner_plane.journal.predicates import WAKING, ambient_retained, due, pendin
 
 # --- delegates overview -----------------------------------------------------------------------
 
-# Delegates known to the journal: a loose index scan of ix_signals_delegate_seq (one probe per
-# delegate, not a scan of the signals), plus every delegate that ever held a lease or talked.
+# Delegates known to the journal, a page from ``:after`` on: a loose index scan of
+# ix_signals_delegate_seq (one probe per delegate, not a scan of the signals) that stops after a
+# page, and a page of each table naming delegates (leases, people, open conversations). The
+# first ``:limit`` of the union is the first ``:limit`` of the pages' union, so every branch is
+# bounded by the page: the cost follows the page, never the number of delegates.
 _DELEGATES = """
 WITH RECURSIVE walk AS (
-    (SELECT delegate_id FROM signals WHERE delegate_id > :after ORDER BY delegate_id LIMIT 1)
+    (SELECT delegate_id, 1 AS n FROM signals WHERE delegate_id > :after
+      ORDER BY delegate_id LIMIT 1)
     UNION ALL
     SELECT (SELECT s.delegate_id FROM signals s WHERE s.delegate_id > walk.delegate_id
-             ORDER BY s.delegate_id LIMIT 1)
-      FROM walk WHERE walk.delegate_id IS NOT NULL
+             ORDER BY s.delegate_id LIMIT 1), walk.n + 1
+      FROM walk WHERE walk.delegate_id IS NOT NULL AND walk.n < :limit
 )
 SELECT delegate_id FROM (
     SELECT delegate_id FROM walk WHERE delegate_id IS NOT NULL
-    UNION SELECT delegate_id FROM leases WHERE delegate_id > :after
-    UNION SELECT delegate_id FROM conversations WHERE ended_at IS NULL AND delegate_id > :after
+    UNION (SELECT delegate_id FROM leases WHERE delegate_id > :after
+            ORDER BY delegate_id LIMIT :limit)
+    UNION (SELECT delegate_id FROM people WHERE delegate_id > :after
+            ORDER BY delegate_id LIMIT :limit)
+    UNION (SELECT delegate_id FROM conversations WHERE ended_at IS NULL AND delegate_id > :after
+            ORDER BY delegate_id LIMIT :limit)
 ) d ORDER BY delegate_id LIMIT :limit
 """
+
+# Delegates whose person's name starts with ``:prefix`` (any case), by name then delegate, from
+# the key ``(:after_name, :after)`` on: a range of ix_people_name (migration 0026), read a page at
+# a time however many names match.
+_NAME_KEY = 'lower(display_name COLLATE "C")'
+_BY_NAME = f"""
+SELECT delegate_id, {_NAME_KEY} AS name_key FROM people
+ WHERE {_NAME_KEY} LIKE :prefix ESCAPE '\\'
+   AND ({_NAME_KEY}, delegate_id) > (:after_name, :after)
+ ORDER BY {_NAME_KEY}, delegate_id
+ LIMIT :limit
+"""  # noqa: S608 - constant fragment
+
+
+def _like_prefix(name: str) -> str:
+    """A LIKE pattern matching what starts with ``name`` (lower case; its wildcards literal)."""
+    escaped = name.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
 
 # One row per delegate; every figure is an index range of that delegate (partial indexes for
 # pending, claimed, dead and due-wake signals, running activations and queued turns).
@@ -119,17 +146,36 @@ def delegates_overview(
     wake_budget_per_hour: int,
     daily_token_budget: int | None = None,
     delegate_id: str | None = None,
+    name: str | None = None,
     cursor: str | None = None,
     limit: int = 50,
 ) -> Page:
     """For each delegate: lane state (idle, waiting, running) with holder, epoch and running
     activation; counts by state, the oldest pending signal's age and the next due time; the
     wake budget used, today's tokens with their cost (and the daily token budget), the context
-    window's state and the last activation."""
+    window's state and the last activation. ``name``: only the delegates whose person's
+    display name starts with it (any case), in the order of the names."""
+    next_cursor: str | None = None
     with reading(engine) as connection:
         if delegate_id is not None:
             names = [delegate_id]
             more = False
+        elif name is not None:
+            after_name, after = ("", "") if cursor is None else decode_cursor(cursor, [str, str])
+            found = connection.execute(
+                text(_BY_NAME),
+                {
+                    "prefix": _like_prefix(name),
+                    "after_name": after_name,
+                    "after": after,
+                    "limit": page_limit(limit) + 1,
+                },
+            ).all()
+            more = len(found) > page_limit(limit)
+            found = found[: page_limit(limit)]
+            names = [row.delegate_id for row in found]
+            if more:
+                next_cursor = encode_cursor(found[-1].name_key, found[-1].delegate_id)
         else:
             after = "" if cursor is None else decode_cursor(cursor, [str])[0]
             names = list(
@@ -139,6 +185,8 @@ def delegates_overview(
             )
             more = len(names) > page_limit(limit)
             names = names[: page_limit(limit)]
+            if more:
+                next_cursor = encode_cursor(names[-1])
         if not names:
             return Page([], None)
         rows = connection.execute(text(_OVERVIEW), {"delegates": names}).all()
@@ -146,13 +194,14 @@ def delegates_overview(
             r.delegate_id: r
             for r in connection.execute(text(_LAST_ACTIVATION), {"delegates": names})
         }
-    items = []
+    items = {}
     for row in rows:
         item = _overview_item(row, last.get(row.delegate_id), wake_budget_per_hour)
         item["tokens_today"] = _tokens_today(row, daily_token_budget)
         item["context_window"] = _context_window(row)
-        items.append(item)
-    return Page(items, encode_cursor(names[-1]) if more else None)
+        items[row.delegate_id] = item
+    # In the page's order (by name when searched by name).
+    return Page([items[n] for n in names if n in items], next_cursor)
 
 
 def _overview_item(row: Row[Any], last: Row[Any] | None, budget: int) -> dict[str, Any]:

@@ -15,17 +15,25 @@ from typing import Any
 from inner_plane.journal.plain import Rows
 from inner_plane.journal.predicates import CLAIMABLE, WAKING, ambient_retained, due, pending
 
+# Retained ambient signals are counted up to this many (then reported as "at least"): a plane
+# of 100,000 delegates holds hundreds of thousands, and counting them all at each scrape and
+# `status` would cost what the delegates number, not what the live work does (issue 30). A
+# constant in the statement, not a parameter: a prepared statement's generic plan would not
+# know the limit, cost the count as a tenth of the table and pay for JIT compilation.
+AMBIENT_COUNT_CAP = 1_000
+
 # Served by ix_signals_state_seq (state, seq): an index range per state; pending (the one
 # definition, predicates.pending) by its partial index ix_signals_due.
 _COUNTS = f"""
     SELECT
       (SELECT count(*) FROM signals WHERE {pending()}) AS pending,
-      (SELECT count(*) FROM signals WHERE {ambient_retained()}) AS ambient,
+      (SELECT count(*) FROM (SELECT 1 FROM signals WHERE {ambient_retained()}
+        LIMIT {AMBIENT_COUNT_CAP}) retained) AS ambient,
       (SELECT count(*) FROM signals WHERE state = 'claimed') AS claimed,
       (SELECT count(*) FROM signals WHERE state = 'dead') AS dead,
       (SELECT count(*) FROM signals WHERE {due(CLAIMABLE, of=None)}) AS due,
-      (SELECT EXTRACT(EPOCH FROM now() - created_at) FROM signals
-        WHERE {pending()} ORDER BY seq LIMIT 1) AS oldest_pending_s,
+      (SELECT EXTRACT(EPOCH FROM now() - min(created_at)) FROM signals
+        WHERE {pending()}) AS oldest_pending_s,
       (SELECT EXTRACT(EPOCH FROM now() - max(updated_at)) FROM signals
         WHERE state = 'dead') AS newest_dead_s,
       (SELECT count(*) FROM user_turns WHERE state = 'queued') AS queued_turns,
@@ -68,7 +76,8 @@ _DELEGATES_WITH_BACKLOG = f"""
 @dataclass(frozen=True)
 class Counts:
     pending: int  # predicates.pending: non-ambient, due or not yet (delayed, backing off)
-    ambient: int  # ambient signals retained (pending, but never waited on)
+    ambient: int  # ambient signals retained (pending, never waited on), up to AMBIENT_COUNT_CAP
+    ambient_capped: bool  # there are at least ``ambient`` (the count stopped at the cap)
     claimed: int
     dead: int
     due: int
@@ -116,6 +125,7 @@ def counts(rows: Rows) -> Counts:
     return Counts(
         pending=int(row["pending"]),
         ambient=int(row["ambient"]),
+        ambient_capped=int(row["ambient"]) >= AMBIENT_COUNT_CAP,
         claimed=int(row["claimed"]),
         dead=int(row["dead"]),
         due=int(row["due"]),

@@ -236,7 +236,7 @@ def activation_detail(engine: Engine, activation_id: uuid.UUID) -> dict[str, Any
     with reading(engine) as connection:
         row = connection.execute(
             text(
-                f"SELECT {ACTIVATION_COLUMNS}, "  # noqa: S608
+                f"SELECT {ACTIVATION_COLUMNS}, traceparent, "  # noqa: S608
                 "extract(epoch FROM finished_at - started_at) * 1000 AS duration_ms "
                 "FROM activations WHERE id = :id"
             ),

@@ -51,6 +51,9 @@ PEOPLE = Table(
     CheckConstraint("(quiet_start IS NULL) = (quiet_end IS NULL)", name="quiet_hours"),
     # Who owns a number that texted in (migration 0024_mail_channels).
     Index("ix_people_phones", "phones", postgresql_using="gin"),
+    # The delegates overview searched by name (journal/operator/delegates.py), a page at a time.
+    # Names in the "C" collation: a LIKE prefix is a range of the index, whatever the database's.
+    Index("ix_people_name", text('lower(display_name COLLATE "C")'), "delegate_id"),
 )
 _T = PEOPLE
 

@@ -59,6 +59,7 @@ _INSERT_ONE = (
         occurred_at=func.coalesce(bindparam("occurred_at", type_=_TS), func.now()),
         available_at=func.coalesce(bindparam("available_at", type_=_TS), func.now()),
         expires_at=bindparam("expires_at", type_=_TS),
+        traceparent=bindparam("traceparent"),
     )
     .on_conflict_do_nothing()
 )
@@ -84,6 +85,8 @@ class NewSignal(TypedDict):
     occurred_at: datetime | None
     available_at: datetime | None
     expires_at: datetime | None
+    # The publish span's W3C traceparent (None: not traced).
+    traceparent: str | None
 
 
 ROW_KEYS = tuple(NewSignal.__annotations__)
