@@ -61,6 +61,18 @@ QUESTION_ASKED = "person.question"
 # The answer to a turn that came in by mail or text, sent back on its channel (or not):
 # where it went (inner_plane.channels.replies).
 CHANNEL_ANSWER = "channel.answer"
+# A message the delegate sent its person on the ``app`` channel (``notify_user``, or an
+# escalation): the conversation is that channel, so this event is the message.
+PERSON_NOTIFIED = "person.notified"
+# What the person's own view of the conversation shows besides their turns (one predicate: the
+# partial index below, migration 0028_conversation_person_view, and the reads in
+# journal/conversation/person.py): the assistant's replies, its questions and its messages on
+# the app channel. An assistant event without a reply (a background run that said nothing) is
+# not in it, so a page never walks past them.
+PERSON_VISIBLE = (
+    "(type IN ('person.question', 'person.notified') "
+    "OR (type = 'assistant.message' AND jsonb_typeof(payload->'reply') = 'string'))"
+)
 
 
 class ConversationRow(Base):
@@ -119,12 +131,12 @@ class ConversationEventRow(Base):
             postgresql_where=sqlalchemy.text("turn_id IS NOT NULL"),
         ),
         Index("ix_conversation_events_created_at", "created_at"),
-        # Migration 0021_conversation_api: the person's history, newest first.
+        # Migration 0028_conversation_person_view: the person's history, newest first.
         Index(
-            "ix_conversation_events_assistant",
+            "ix_conversation_events_person",
             "delegate_id",
             "seq",
-            postgresql_where=sqlalchemy.text("type = 'assistant.message'"),
+            postgresql_where=sqlalchemy.text(PERSON_VISIBLE),
         ),
     )
 
