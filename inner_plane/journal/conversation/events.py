@@ -65,7 +65,7 @@ CHANNEL_ANSWER = "channel.answer"
 # escalation): the conversation is that channel, so this event is the message.
 PERSON_NOTIFIED = "person.notified"
 # What the person's own view of the conversation shows besides their turns (one predicate: the
-# partial index below, migration 0028_conversation_person_view, and the reads in
+# partial index below, migration 0029_conversation_person_view, and the reads in
 # journal/conversation/person.py): the assistant's replies, its questions and its messages on
 # the app channel. An assistant event without a reply (a background run that said nothing) is
 # not in it, so a page never walks past them.
@@ -131,7 +131,7 @@ class ConversationEventRow(Base):
             postgresql_where=sqlalchemy.text("turn_id IS NOT NULL"),
         ),
         Index("ix_conversation_events_created_at", "created_at"),
-        # Migration 0028_conversation_person_view: the person's history, newest first.
+        # Migration 0029_conversation_person_view: the person's history, newest first.
         Index(
             "ix_conversation_events_person",
             "delegate_id",

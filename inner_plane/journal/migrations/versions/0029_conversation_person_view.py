@@ -1,8 +1,8 @@
 """conversation person view: the person's history and stream also show the delegate's questions
 and its messages on the app channel; one partial index serves the page
 
-Revision ID: 0028_conversation_person_view
-Revises: 0027_scale_delegates
+Revision ID: 0029_conversation_person_view
+Revises: 0028_roundtrips_check
 Create Date: 2026-12-03
 
 - ``ix_conversation_events_person`` replaces ``ix_conversation_events_assistant``: a page of
@@ -15,8 +15,8 @@ Create Date: 2026-12-03
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0028_conversation_person_view"
-down_revision = "0027_scale_delegates"
+revision = "0029_conversation_person_view"
+down_revision = "0028_roundtrips_check"
 branch_labels = None
 depends_on = None
 
