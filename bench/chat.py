@@ -8,6 +8,10 @@
   (c) streams held: 1,000 concurrent SSE clients on one API process, every one receiving each
       delta; the relay p99 across all of them, and the API process's RSS growth.
 
+The SSE clients of (b) and (c) are :class:`SseClient`, a lean reader on a bare connection: the
+figure is the API's relay, and a heavier client in the same process (httpx: some hundred
+microseconds an event) made the 1,000-stream figure the client's own backlog.
+
 Prints medians and p99; the last line is one JSON object with ``turn_accept_p99_ms``,
 ``turn_accept_vs_bare_p99`` (target <= 2), ``delta_relay_p99_ms``,
 ``delta_relay_vs_pubsub_p99`` (target <= 3) and ``streams_held`` (with
@@ -25,6 +29,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +125,51 @@ def bare_insert(url: str) -> list[float]:
     return times
 
 
+class SseClient:
+    """A lean server-sent-events client on a bare asyncio connection (HTTP/1.1, chunked), so
+    that 1,000 of them in this one process read at the pace the API writes: httpx spends some
+    hundred microseconds per event, which at 1,000 streams is the client's backlog, not the
+    relay's. Calls ``on_event(kind, data)`` for each event."""
+
+    def __init__(self, url: str, path: str, headers: dict[str, str]) -> None:
+        address = url.removeprefix("http://")
+        self.host, _, port = address.partition(":")
+        self.port = int(port)
+        self.request = (
+            f"GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            + "\r\n"
+        ).encode()
+
+    async def run(self, on_event: Callable[[str, str], bool]) -> None:
+        """Until ``on_event`` returns True or the stream ends."""
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            writer.write(self.request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head.split(b" ", 2)[1])
+            assert status == 200, head[:200]
+            assert b"transfer-encoding: chunked" in head.lower(), head[:400]
+            pending = b""
+            while True:
+                size = int((await reader.readline()).strip() or b"0", 16)
+                if size == 0:
+                    return
+                pending += (await reader.readexactly(size + 2))[:-2]
+                *events, pending = pending.split(b"\n\n")
+                for event in events:
+                    kind, data = "message", ""
+                    for line in event.decode().split("\n"):
+                        if line.startswith("event: "):
+                            kind = line[7:]
+                        elif line.startswith("data: "):
+                            data = line[6:]
+                    if data and on_event(kind, data):
+                        return
+        finally:
+            writer.close()
+
+
 async def _hold(
     url: str, token: str, clients: int, deltas: int, runtime: Runtime
 ) -> tuple[list[float], int]:
@@ -130,49 +180,45 @@ async def _hold(
     opened = 0
     done = asyncio.Event()
     counts = [0] * clients
-    limits = httpx.Limits(max_connections=clients + 10, max_keepalive_connections=0)
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, timeout=None, limits=limits) as client:
+    client = SseClient(url, f"{PATH}/stream", {"Authorization": f"Bearer {token}"})
 
-        async def one(index: int) -> None:
+    def reader(index: int) -> Callable[[str, str], bool]:
+        def on_event(kind: str, data: str) -> bool:
             nonlocal opened
-            async with client.stream("GET", f"{PATH}/stream", headers=headers) as response:
-                assert response.status_code == 200
-                kind = ""
-                async for line in response.aiter_lines():
-                    if line.startswith("event: "):
-                        kind = line[7:]
-                    elif line.startswith("data: ") and kind == "status" and counts[index] == 0:
-                        counts[index] = -1
-                        opened += 1
-                        if opened == clients:
-                            ready.set()
-                    elif line.startswith("data: ") and kind == "delta":
-                        sent = float(json.loads(line[6:])["text"])
-                        received.append((time.time() - sent) * 1000)
-                        counts[index] -= 1
-                        if len(received) >= clients * deltas:
-                            done.set()
-                            return
-                        if counts[index] <= -(deltas + 1):
-                            return
+            if kind == "status" and counts[index] == 0:
+                counts[index] = -1
+                opened += 1
+                if opened == clients:
+                    ready.set()
+            elif kind == "delta":
+                sent = float(json.loads(data)["text"])
+                received.append((time.time() - sent) * 1000)
+                counts[index] -= 1
+                if len(received) >= clients * deltas:
+                    done.set()
+                    return True
+                if counts[index] <= -(deltas + 1):
+                    return True
+            return False
 
-        tasks = [asyncio.create_task(one(i)) for i in range(clients)]
-        await asyncio.wait_for(ready.wait(), 300)
-        stream = ReplyStream(runtime.redis, DELEGATE, uuid.uuid4(), uuid.uuid4())
-        for _ in range(deltas):
-            stream.text(1, repr(time.time()))
-            # A model writes tens of deltas a second to one reply; 1,000 readers of one delegate
-            # get them at a pace a person reads (the relay, not a backlog, is measured).
-            await asyncio.sleep(0.25 if clients > 1 else 0.005)
-        try:
-            await asyncio.wait_for(done.wait(), 120)
-        except TimeoutError:
-            pass  # reported: the clients that got every delta are counted below
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return on_event
+
+    tasks = [asyncio.create_task(client.run(reader(i))) for i in range(clients)]
+    await asyncio.wait_for(ready.wait(), 300)
+    stream = ReplyStream(runtime.redis, DELEGATE, uuid.uuid4(), uuid.uuid4())
+    for _ in range(deltas):
+        stream.text(1, repr(time.time()))
+        # A model writes tens of deltas a second to one reply; 1,000 readers of one delegate
+        # get them at a pace a person reads (the relay, not a backlog, is measured).
+        await asyncio.sleep(0.25 if clients > 1 else 0.005)
+    try:
+        await asyncio.wait_for(done.wait(), 120)
+    except TimeoutError:
+        pass  # reported: the clients that got every delta are counted below
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     return received, sum(1 for count in counts if count <= -(deltas + 1))
 
 

@@ -5,7 +5,11 @@ Prints, in one run on the same stores:
      Celery enqueue -> task start latency of a no-op task on the same activation worker;
   2. plane overhead per activation excluding the agent (lock, lease, claim, compose, settle,
      record, release) p50/p99, with 100,000 signals already in the journal, and what one costs
-     (statements, WAL flushes, CPU here and in the server), see bench/lane_overhead.py;
+     (statements, WAL flushes, CPU here and in the server), see bench/lane_overhead.py; then the
+     same through bench/latency_proxy.py at 0, 0.5 and 1 ms added one way to PostgreSQL and
+     Redis, with the round trips per activation counted on the wire;
+  1c. the wake-latency ratio again with the plane and its workers behind that proxy at 0.5 and
+     1 ms one way (``wake_added_p99_vs_celery_p99_rtt0_5``, ``..._rtt1``);
   3. activations per second across 1,000 delegates with 2 activation worker processes, and the
      overlap check from the journal;
   4. pre-emption inside a streaming model call: user turn sent -> in-flight call aborted
@@ -26,15 +30,17 @@ import os
 import time
 import uuid
 from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 
-from bench import harness, lane_overhead, preempt, takeover
+from bench import harness, lane_overhead, latency_proxy, preempt, takeover
 from bench.harness import QUICK, ratio, summary
 from inner_plane import logs
-from inner_plane.config import build_settings
+from inner_plane.config import Settings, build_settings
 from inner_plane.publish import publish, publish_many
-from inner_plane.runtime import build_runtime, set_runtime
+from inner_plane.runtime import Runtime, build_runtime, set_runtime
 from tests.support.processes import ChildProcess, celery_worker
 from tests.support.stores import Stores, truncate_all
 
@@ -51,6 +57,111 @@ def wait_until(condition, timeout: float = 120.0, what: str = "") -> None:  # ty
         if time.monotonic() > deadline:
             raise SystemExit(f"benchmark timed out waiting for {what}")
         time.sleep(0.002)
+
+
+def raw_celery_start(settings: Settings, rt: Runtime, probes: int = PROBES) -> list[float]:
+    """Raw Celery enqueue -> start of a no-op task on the activation workers, in ms."""
+    from inner_plane import celery_bridge
+
+    key = f"bench:probe:{uuid.uuid4()}"
+    raw: list[float] = []
+    for _ in range(probes):
+        celery_bridge.send(
+            settings,
+            "bench.lane_start_probe",
+            celery_bridge.ACTIVATION_QUEUE,
+            args=(time.time(), key),
+        )
+        wait_until(lambda: rt.redis.llen(key) > len(raw), 30, "probe")
+        sent, started = (float(x) for x in rt.redis.lindex(key, len(raw)).split(":"))  # type: ignore[union-attr]
+        raw.append((started - sent) * 1000)
+        time.sleep(0.01)
+    return raw
+
+
+def wake_added(rt: Runtime, delegate: str, probes: int = PROBES) -> list[float]:
+    """Publish -> activation start (the journal's clock), minus the quiet window, in ms."""
+    wake: list[float] = []
+    for n in range(probes):
+        result = publish(
+            kind="task.completed", source="probe", delegate_id=delegate, data={"n": n}, runtime=rt
+        )
+        wait_until(
+            lambda r=result: (
+                (s := rt.signals.get(r.id)) is not None  # type: ignore[misc]
+                and s.state.value == "delivered"
+            ),
+            30,
+        )
+        with rt.engine.connect() as connection:
+            added_ms = connection.execute(
+                text(
+                    "SELECT extract(epoch FROM a.started_at - s.created_at) * 1000 "
+                    "FROM signals s JOIN activations a ON a.id = s.claimed_by "
+                    "WHERE s.id = :id"
+                ),
+                {"id": result.id},
+            ).scalar_one()
+        wake.append(float(added_ms) - QUIET_MS)
+        time.sleep(0.01)
+    return wake
+
+
+def wake_over_network(
+    stores: Stores, settings: Settings, env: dict[str, str], log_dir: Path
+) -> dict[str, Any]:
+    """The wake-latency ratio with the plane (this process and the activation workers) reaching
+    PostgreSQL and Redis (the broker too) through :mod:`bench.latency_proxy`, at each added
+    one-way delay: the raw Celery baseline pays the same network."""
+    figures: dict[str, Any] = {}
+    for delay in lane_overhead.DELAYS_MS:
+        if delay == 0:
+            continue  # measured without the proxy above
+        targets = {"pg": stores.database_url, "redis": stores.redis_url}
+        with latency_proxy.spawn(targets, delay) as proxy:
+            db_url = proxy.url("pg", stores.database_url)
+            redis_url = proxy.url("redis", stores.redis_url)
+            proxied = settings.model_copy(update={"database_url": db_url, "redis_url": redis_url})
+            rt = build_runtime(proxied)
+            network = {
+                **env,
+                "INNER_PLANE_DATABASE_URL": db_url,
+                "INNER_PLANE_REDIS_URL": redis_url,
+            }
+            if stores.broker.url is None:  # the broker is that Redis: through the proxy too
+                network["INNER_PLANE_BROKER_URL"] = redis_url
+            key = lane_overhead.delay_key(delay)
+            workers = [
+                celery_worker(
+                    f"bench-{key}-{n}",
+                    network,
+                    log_dir,
+                    queues="activation",
+                    extra=("--include", "bench.lane_baseline"),
+                ).start()
+                for n in (1, 2)
+            ]
+            try:
+                for worker in workers:
+                    worker.wait_for(" ready.", 60)
+                # Warm both workers' connections (through the proxy), as the run above does.
+                raw_celery_start(proxied, rt, probes=4)
+                wake_added(rt, f"warm-{key}", probes=4)
+                raw, wake = raw_celery_start(proxied, rt), wake_added(rt, f"lat-{key}")
+            finally:
+                for worker in workers:
+                    worker.stop()
+                rt.engine.dispose()
+        raw_s, wake_s = summary(raw), summary(wake)
+        figures[f"raw_celery_start_ms_{key}"] = raw_s
+        figures[f"raw_celery_p99_ms_{key}"] = raw_s["p99"]
+        figures[f"wake_added_ms_{key}"] = wake_s
+        figures[f"wake_added_p99_vs_celery_p99_{key}"] = ratio(wake_s["p99"], raw_s["p99"])
+        print(
+            f"{delay} ms added one way: raw Celery {raw_s}, wake added {wake_s}, ratio p99 "
+            f"{figures[f'wake_added_p99_vs_celery_p99_{key}']}"
+        )
+    return figures
 
 
 def main() -> None:
@@ -98,47 +209,9 @@ def benchmark(stores: Stores) -> None:
         publish(kind="task.completed", source="warm", delegate_id="warm")
         wait_until(lambda: rt.signals.list("warm", "delivered", limit=1) != [], 60, "warm-up")
 
-        # 1. raw Celery enqueue -> start.
-        from inner_plane import celery_bridge
-
-        key = f"bench:probe:{uuid.uuid4()}"
-        raw: list[float] = []
-        for _ in range(PROBES):
-            celery_bridge.send(
-                settings,
-                "bench.lane_start_probe",
-                celery_bridge.ACTIVATION_QUEUE,
-                args=(time.time(), key),
-            )
-            wait_until(lambda: rt.redis.llen(key) > len(raw), 30, "probe")
-            sent, started = (float(x) for x in rt.redis.lindex(key, len(raw)).split(":"))  # type: ignore[union-attr]
-            raw.append((started - sent) * 1000)
-            time.sleep(0.01)
-
-        # 1b. wake latency: publish -> activation start, minus the quiet window.
-        wake: list[float] = []
-        for n in range(PROBES):
-            result = publish(
-                kind="task.completed", source="probe", delegate_id="lat", data={"n": n}
-            )
-            wait_until(
-                lambda r=result: (
-                    (s := rt.signals.get(r.id)) is not None  # type: ignore[misc]
-                    and s.state.value == "delivered"
-                ),
-                30,
-            )
-            with rt.engine.connect() as connection:
-                added_ms = connection.execute(
-                    text(
-                        "SELECT extract(epoch FROM a.started_at - s.created_at) * 1000 "
-                        "FROM signals s JOIN activations a ON a.id = s.claimed_by "
-                        "WHERE s.id = :id"
-                    ),
-                    {"id": result.id},
-                ).scalar_one()
-            wake.append(float(added_ms) - QUIET_MS)
-            time.sleep(0.01)
+        # 1. raw Celery enqueue -> start; 1b. wake latency: publish -> activation start.
+        raw = raw_celery_start(settings, rt)
+        wake = wake_added(rt, "lat")
 
         # 3. activations per second across many delegates, two worker processes.
         drafts = [
@@ -189,6 +262,7 @@ def benchmark(stores: Stores) -> None:
     figures = {
         "batch_quiet_ms": QUIET_MS,
         "raw_celery_start_ms": raw_s,
+        "raw_celery_p99_ms": raw_s["p99"],
         "wake_added_ms": wake_s,
         "wake_added_p99_vs_celery_p99": ratio(wake_s["p99"], raw_s["p99"]),
         "journal_rows_for_overhead": PRELOAD + OVERHEAD_RUNS,
@@ -210,6 +284,8 @@ def benchmark(stores: Stores) -> None:
         f"{DELEGATES} delegates, 2 activation workers: {figures['activations_per_s']} "
         f"activations/s, overlaps {overlaps}"
     )
+    figures.update(lane_overhead.over_network(rt, stores, OVERHEAD_RUNS))
+    figures.update(wake_over_network(stores, settings, env, log_dir))
     figures.update(preempt.measure(stores, settings, rt, log_dir))
     figures.update(takeover.measure(stores, settings, rt, log_dir))
     harness.emit(figures)

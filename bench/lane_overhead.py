@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import event, text
 
-from bench import harness
+from bench import harness, latency_proxy
 from bench.harness import QUICK, ratio, summary
 from inner_plane import logs, tracing
 from inner_plane.activation import AgentResult, Disposition, Settlement
@@ -40,6 +40,9 @@ from inner_plane.wiring import load_composer, settle_heap
 from tests.support.stores import truncate_all
 
 DELEGATE = "overhead"
+WARM_UP = 20  # enough for psycopg to have prepared every statement on every pooled connection
+# One-way delays added between the plane and PostgreSQL and Redis (issue 30): a network.
+DELAYS_MS = (0.0, 0.5, 1.0)
 
 
 class InstantAgent:
@@ -133,7 +136,14 @@ def bench_lane(rt: Runtime) -> Lane:
     quick = replace(
         rt,
         settings=rt.settings.model_copy(
-            update={"batch_quiet_ms": 0, "batch_max_age_ms": 0, "wake_budget_per_hour": 10**9}
+            update={
+                "batch_quiet_ms": 0,
+                "batch_max_age_ms": 0,
+                "wake_budget_per_hour": 10**9,
+                # The heartbeat renews by time, not per activation: none among the timed runs.
+                "heartbeat_s": 600.0,
+                "lease_ttl_s": 1200,
+            }
         ),
     )
     lane = Lane(quick, InstantAgent(), load_composer(quick), holder="bench")
@@ -191,14 +201,26 @@ class Costs:
     wal_flushes: float
     client_cpu_ms: float
     server_cpu_ms: float | None
+    # Counted on the wire by bench.latency_proxy (PostgreSQL: Query and Sync messages, each
+    # waited for), when the run went through it.
+    round_trips: float | None = None
+    redis_round_trips: float | None = None
 
 
 def measure(
-    rt: Runtime, runs: int, profile: cProfile.Profile | None = None
+    rt: Runtime,
+    runs: int,
+    profile: cProfile.Profile | None = None,
+    proxy: latency_proxy.Spawned | None = None,
+    feed: Runtime | None = None,
 ) -> tuple[list[float], Costs]:
     """``runs`` timed activations of one delegate (after a few untimed warm-ups); returns the
     milliseconds of each and what one costs (the untimed journaling of its signal included in
-    the WAL flushes and server CPU: one flush, a fraction of a millisecond)."""
+    the WAL flushes and server CPU: one flush, a fraction of a millisecond).
+
+    With ``proxy`` (``rt`` reaching its stores through it), the round trips it counted during
+    the timed runs, per activation; ``feed`` journals each run's signal (not through it)."""
+    feed = feed or rt
     lane = bench_lane(rt)
     statements = 0
 
@@ -208,13 +230,16 @@ def measure(
 
     overhead: list[float] = []
     counted = 0
-    for n in range(runs + 5):
-        journal_one(rt, n)
-        timed = n >= 5
-        if timed and n == 5:
-            flushes = wal_flushes(rt)
-            server, client = server_cpu_s(rt), time.process_time()
+    trips: dict[str, latency_proxy.Counts] = {}
+    for n in range(runs + WARM_UP):
+        journal_one(feed, n)
+        timed = n >= WARM_UP
+        if timed and n == WARM_UP:
+            flushes = wal_flushes(feed)
+            server, client = server_cpu_s(feed), time.process_time()
             event.listen(rt.engine, "before_cursor_execute", count)
+            if proxy is not None:
+                proxy.reset()
         if profile is not None and timed:
             profile.enable()
         t0 = time.perf_counter()
@@ -226,10 +251,12 @@ def measure(
         if timed:
             overhead.append(elapsed)
             counted += 1
+    if proxy is not None:
+        trips = proxy.stats()
     event.remove(rt.engine, "before_cursor_execute", count)
     client = time.process_time() - client
-    server_after = server_cpu_s(rt)
-    flushes = wal_flushes(rt) - flushes
+    server_after = server_cpu_s(feed)
+    flushes = wal_flushes(feed) - flushes
     return overhead, Costs(
         statements=round(statements / counted, 1),
         wal_flushes=round(flushes / counted, 2),
@@ -237,6 +264,10 @@ def measure(
         server_cpu_ms=None
         if server is None or server_after is None
         else round((server_after - server) * 1000 / counted, 2),
+        round_trips=None if "pg" not in trips else round(trips["pg"].round_trips / counted, 2),
+        redis_round_trips=None
+        if "redis" not in trips
+        else round(trips["redis"].round_trips / counted, 2),
     )
 
 
@@ -275,8 +306,10 @@ def main() -> None:
             print(f"{size} rows: overhead per activation (no agent) {over}; each: {costs}")
         # At the last size, in the same process and journal.
         traced = tracing_overhead(rt, args.runs)
+        network = over_network(rt, stores, args.runs)
     figures["overhead_p99_ms"] = worst
     print(f"worst p99 {worst} ms: {harness.verdict(worst, 20.0, higher_is_better=False)}")
+    figures.update(network)
     figures.update(traced)
     print(
         f"tracing on / off, overhead p50: {traced['otel_overhead_ratio']} (target <= 1.1): "
@@ -284,6 +317,55 @@ def main() -> None:
         f"CPU per activation {traced['otel_cpu_ratio']}"
     )
     harness.emit(figures)
+
+
+def delay_key(delay_ms: float) -> str:
+    """``rtt1`` for 1 ms added one way, ``rtt0_5`` for 0.5 ms, ``rtt0`` for the bare proxy."""
+    return "rtt" + f"{delay_ms:g}".replace(".", "_")
+
+
+def over_network(feed: Runtime, stores: Any, runs: int) -> dict[str, Any]:
+    """The same activations with the plane reaching PostgreSQL and Redis through
+    :mod:`bench.latency_proxy` at each of ``DELAYS_MS`` one way (0: the proxy's own cost), on
+    the journal as it stands; the round trips per activation counted on the wire."""
+    figures: dict[str, Any] = {}
+    for delay in DELAYS_MS:
+        targets = {"pg": stores.database_url, "redis": stores.redis_url}
+        with latency_proxy.spawn(targets, delay) as proxy:
+            settings = feed.settings.model_copy(
+                update={
+                    "database_url": proxy.url("pg", stores.database_url),
+                    "redis_url": proxy.url("redis", stores.redis_url),
+                }
+            )
+            rt = build_runtime(settings)
+            try:
+                overhead, costs = measure(rt, runs, proxy=proxy, feed=feed)
+            finally:
+                rt.engine.dispose()
+        key = delay_key(delay)
+        over = summary(overhead)
+        figures[f"overhead_ms_{key}"] = over
+        figures[f"overhead_p99_ms_{key}"] = over["p99"]
+        figures[f"per_activation_{key}"] = asdict(costs)
+        print(
+            f"{delay} ms added one way: overhead {over}; round trips per activation "
+            f"{costs.round_trips} (PostgreSQL), {costs.redis_round_trips} (Redis)"
+        )
+    figures["round_trips_per_activation"] = figures["per_activation_rtt0"]["round_trips"]
+    figures["redis_round_trips_per_activation"] = figures["per_activation_rtt0"][
+        "redis_round_trips"
+    ]
+    trips = figures["round_trips_per_activation"]
+    print(
+        f"round trips per activation {trips}: " + harness.verdict(trips, 6, higher_is_better=False)
+    )
+    rtt1 = figures["overhead_p99_ms_rtt1"]
+    print(
+        f"overhead p99 at 1 ms one way {rtt1} ms: "
+        + harness.verdict(rtt1, 25.0, higher_is_better=False)
+    )
+    return figures
 
 
 if __name__ == "__main__":

@@ -60,6 +60,11 @@ def measure(stores: Stores, settings: Settings, runtime: Runtime, log_dir: Path)
         INNER_PLANE_OPENAI_BASE_URL=server.base_url,
         INNER_PLANE_OPENAI_MODEL="bench-model",
         INNER_PLANE_OPENAI_API_KEY="unused",
+        # The continuity capsule's refresh is a background model call too: stalled here like an
+        # activation's, it would be taken for the call a turn must abort (and a pre-empted
+        # refresh's call ends on its own timeout), so the bench would wait for an abort that
+        # is not the lane's to make.
+        INNER_PLANE_CAPSULE_ENABLED="false",
     )
     workers = [
         celery_worker("bench-preempt", env, log_dir, queues="activation"),

@@ -33,6 +33,7 @@ LABELS = {
     events.CONTEXT_COMPACTED: "Inner Plane: context.compacted",
     events.CONTEXT_CAPSULE: "Inner Plane: context.capsule",
     events.QUESTION_ASKED: "Question to the person",
+    events.PERSON_NOTIFIED: "Message to the person (app)",
     events.CHANNEL_ANSWER: "Answer sent on the person's channel",
 }
 # A turn that came in by mail or text says so in its label.
@@ -43,7 +44,7 @@ ANSWER_LABEL = "User, answering question {id}"
 def _role(event_type: str) -> str:
     if event_type == events.USER_MESSAGE:
         return "user"
-    if event_type in (events.ASSISTANT_MESSAGE, events.QUESTION_ASKED):
+    if event_type in (events.ASSISTANT_MESSAGE, events.QUESTION_ASKED, events.PERSON_NOTIFIED):
         return "assistant"
     if event_type in (events.TOOL_CALL, events.TOOL_RESULT):
         return "tool"
@@ -111,6 +112,8 @@ def summary(event_type: str, payload: dict[str, Any]) -> str:
         return str(payload.get("status") or "")
     if event_type == events.QUESTION_ASKED:
         return f"about {payload.get('about')}: {payload.get('text')}"
+    if event_type == events.PERSON_NOTIFIED:
+        return f"{payload.get('subject')}: {payload.get('body')}"
     if event_type == events.CHANNEL_ANSWER:
         where = CHANNEL_NAMES.get(str(payload.get("channel")), str(payload.get("channel")))
         said = f"{where} to {payload.get('to')}: {payload.get('state')}"

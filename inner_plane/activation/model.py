@@ -51,6 +51,9 @@ class Activation:
     now: datetime
     signals: tuple[Signal, ...]
     user_message: UserMessage | None = None
+    # The time zone of the delegate's person, as the lane's opening read it ("": the delegate
+    # has no person; None: not read, the composer reads it).
+    person_zone: str | None = None
 
 
 @dataclass(frozen=True)

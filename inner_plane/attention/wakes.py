@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Sequence
 
 import redis
+import redis.lock
 
 from inner_plane import celery_bridge, logs, redis_keys
 from inner_plane.attention.live import policy_source
@@ -80,6 +81,45 @@ def _enqueue(
     return True
 
 
+# The lane's activation lock taken and, only if taken, the delegate's wake debounce cleared: one
+# round trip where the lane used to spend two (KEYS: the lock, the debounce key; ARGV: the
+# lock's token and its time to live in ms). Clearing it lets a signal published during the run
+# send an activate, which the lane's look after its release also covers.
+TAKE_LOCK_AND_CLEAR = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('DEL', KEYS[2])
+  return 1
+end
+return 0
+"""
+
+
+class LaneLock(redis.lock.Lock):
+    """The activation lock (redis-py's Lock): taking it also clears the delegate's wake
+    debounce, in the same round trip (:data:`TAKE_LOCK_AND_CLEAR`)."""
+
+    debounce_key = ""
+
+    def do_acquire(self, token: str | bytes) -> bool:
+        assert self.timeout is not None
+        take = self.redis.register_script(TAKE_LOCK_AND_CLEAR)
+        keys = [self.name, self.debounce_key]
+        return bool(take(keys=keys, args=[token, int(self.timeout * 1000)]))
+
+
+def lane_lock(runtime: Runtime, delegate_id: str, ttl_s: float) -> LaneLock:
+    """The delegate's activation lock, not yet taken (``acquire(blocking=False)`` takes it)."""
+    lock = runtime.redis.lock(
+        redis_keys.activation_lock(delegate_id),
+        timeout=ttl_s,
+        blocking=False,
+        lock_class=LaneLock,
+    )
+    assert isinstance(lock, LaneLock)
+    lock.debounce_key = redis_keys.wake_debounce(delegate_id)
+    return lock
+
+
 def clear_debounce(runtime: Runtime, delegate_id: str) -> None:
     with contextlib.suppress(redis.RedisError):
         runtime.redis.delete(redis_keys.wake_debounce(delegate_id))
@@ -87,7 +127,8 @@ def clear_debounce(runtime: Runtime, delegate_id: str) -> None:
 
 def wake_on_publish(runtime: Runtime, results: Sequence[PublishResult]) -> None:
     """After new signals are journaled: wake and interrupt start (or join) a window; ambient and
-    next-turn signals wait for the next activation."""
+    next-turn signals wait for the next activation. Every activate this decides is sent at once
+    (one broker round trip on Redis, however many delegates)."""
     urgent: set[str] = set()
     normal: set[str] = set()
     for result in results:
@@ -95,20 +136,41 @@ def wake_on_publish(runtime: Runtime, results: Sequence[PublishResult]) -> None:
             urgent.add(result.delegate_id)
         elif result.mode is Mode.WAKE:
             normal.add(result.delegate_id)
-    for delegate_id in sorted(urgent):
-        _enqueue(runtime, delegate_id, urgent=True)
+    sends: list[tuple[str, float]] = [(delegate_id, 0.0) for delegate_id in sorted(urgent)]
     for delegate_id, soon in sorted(_sooner_windows(runtime, results).items()):
         if delegate_id not in urgent:
             # A kind whose window closes before the default one: an activate of its own, or it
             # would wait for the one a longer window scheduled.
-            _enqueue(runtime, delegate_id, urgent=False, countdown=soon)
+            sends.append((delegate_id, soon))
             normal.discard(delegate_id)
     waiting = sorted(normal - urgent)
     if waiting:
         # One round trip for every delegate of the batch, not one per delegate.
+        quiet_s = policy_source(runtime).current().base.quiet_ms / 1000
         for delegate_id, fresh in zip(waiting, _open_windows(runtime, waiting), strict=True):
             if fresh:
-                _enqueue(runtime, delegate_id, urgent=False)
+                sends.append((delegate_id, quiet_s))
+    if sends:
+        _enqueue_together(runtime, sends)
+
+
+def _enqueue_together(runtime: Runtime, sends: Sequence[tuple[str, float]]) -> None:
+    """Send each (delegate, countdown) activate, all at once; on a failure each delegate's
+    ``wake_schedule_failed`` is logged (the journal holds the signals: the sweeper wakes them)."""
+    tasks = [
+        celery_bridge.TaskSend(
+            celery_bridge.ACTIVATE_TASK,
+            celery_bridge.ACTIVATION_QUEUE,
+            (delegate_id,),
+            countdown if countdown > 0 else None,
+        )
+        for delegate_id, countdown in sends
+    ]
+    try:
+        celery_bridge.send_together(runtime.settings, tasks)
+    except Exception as error:  # broker down: the signals are journaled; the sweeper wakes them
+        for delegate_id, _ in sends:
+            logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
 
 
 def _sooner_windows(runtime: Runtime, results: Sequence[PublishResult]) -> dict[str, float]:

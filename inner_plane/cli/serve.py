@@ -59,8 +59,10 @@ def serve(
         log_level=configured.log_level.lower(),
         # The API speaks for itself through [inner-context] lines; access logs stay off.
         access_log=False,
-        # Requests queued beyond this get 503 from uvicorn rather than piling up.
-        limit_concurrency=1000,
+        # Requests queued beyond this get 503 from uvicorn rather than piling up. Held streams
+        # (at most INNER_PLANE_API_STREAMS, the app's own cap) come on top, so a process full of
+        # streams still answers requests.
+        limit_concurrency=configured.api_streams + 1000,
         # Live-feed streams never end on their own: give them a moment, then close them.
         timeout_graceful_shutdown=3,
         # The client is the socket's peer: uvicorn must not take it from X-Forwarded-For (by

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from inner_plane import logs
@@ -40,6 +40,7 @@ from inner_plane.composer.budget import (
 )
 from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
+from inner_plane.journal import pipeline
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation.context import HistoryMessage
 from inner_plane.journal.conversation.context import snapshot as context_snapshot
@@ -202,10 +203,9 @@ class ContextComposer:
         self.limits = limits or Limits(history=settings.context_window_messages)
 
     def compose(self, activation: Activation) -> WorkingContext:
-        zone, whose = self._zone_of(activation.delegate_id)
+        zone, whose = self._zone_of(activation)
         local_now = activation.now.astimezone(zone)
         words = cue_words(activation, local_now)
-        _announce_retrieval(self.engine, activation, words)
         found = self._read(activation, words)
         token = fence.new_token()
         signals = sorted(activation.signals, key=lambda s: (-s.priority, s.created_at, str(s.id)))
@@ -270,18 +270,34 @@ class ContextComposer:
             for signal in activation.signals
             if signal.kind.startswith("memory.")
         }
-        # One statement: in autocommit it is one round trip, without a BEGIN and a ROLLBACK.
+        # One statement: in autocommit it is one round trip, without a BEGIN and a ROLLBACK;
+        # the live-only "memory retrieval pending" rides along with it.
         with single_statement(self.engine) as connection:
-            found = context_snapshot(
-                connection,
-                delegate_id=activation.delegate_id,
-                recall_cue=query_text(words),
-                ambient_cue=query_text(content_words(activation)),
-                standing_limit=self.limits.standing,
-                recall_limit=self.limits.recall + len(carried),
-                ambient_limit=self.limits.ambient * 2,
-                history_limit=self.limits.history,
-            )
+            announced = _announce_retrieval(connection, activation, words)
+
+            def snapshot() -> Any:
+                return context_snapshot(
+                    connection,
+                    delegate_id=activation.delegate_id,
+                    recall_cue=query_text(words),
+                    ambient_cue=query_text(content_words(activation)),
+                    standing_limit=self.limits.standing,
+                    recall_limit=self.limits.recall + len(carried),
+                    ambient_limit=self.limits.ambient * 2,
+                    history_limit=self.limits.history,
+                )
+
+            try:
+                found = snapshot()
+            except SQLAlchemyError as error:
+                if announced:
+                    raise
+                # The round trip failed: the live-only notice is never worth the run, so the
+                # read goes again alone (its own failure is the activation's).
+                logs.emit(
+                    "live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200]
+                )
+                found = snapshot()
         recalled = [row for row in found.recalled if str(row["id"]) not in carried]
         recalled = recalled[: self.limits.recall]
         # A memory's own insert signal adds nothing when the memory itself is in context.
@@ -300,15 +316,20 @@ class ContextComposer:
             capsule=_capsule_text(found.capsule),
         )
 
-    def _zone_of(self, delegate_id: str) -> tuple[zoneinfo.ZoneInfo, str]:
-        """The person's zone if the delegate has a person, else the configured one."""
-        person = PeopleJournal(self.engine).get(delegate_id)
-        if person is not None:
+    def _zone_of(self, activation: Activation) -> tuple[zoneinfo.ZoneInfo, str]:
+        """The person's zone if the delegate has a person, else the configured one (the lane's
+        opening read it, in its claim's round trip; read here when it did not)."""
+        delegate_id = activation.delegate_id
+        zone = activation.person_zone
+        if zone is None:
+            person = PeopleJournal(self.engine).get(delegate_id)
+            zone = "" if person is None else person.time_zone
+        if zone:
             try:
-                return zoneinfo.ZoneInfo(person.time_zone), "the person's"
+                return zoneinfo.ZoneInfo(zone), "the person's"
             except (zoneinfo.ZoneInfoNotFoundError, ValueError):
                 # A zone the system's tz database no longer knows: never fail the activation.
-                logs.emit("person_zone_unknown", delegate=delegate_id, zone=person.time_zone[:64])
+                logs.emit("person_zone_unknown", delegate=delegate_id, zone=zone[:64])
         return self.zone, "the delegate's"
 
     def _time_text(
@@ -476,9 +497,10 @@ def window_item(wire: dict[str, Any]) -> ContextItem:
     return ContextItem(role, content, "window", dict(wire))
 
 
-def _announce_retrieval(engine: Engine, activation: Activation, words: list[str]) -> None:
+def _announce_retrieval(connection: Connection, activation: Activation, words: list[str]) -> bool:
     """Live-only "memory retrieval pending" for the timeline (the outcome is stored later): to
-    this process's listeners, and through the live feed to every process that follows it."""
+    this process's listeners, and through the live feed to every process that follows it (sent
+    along with the next statement on ``connection``). False if it could not be queued."""
     record = conversation.live_only_record(
         activation.delegate_id,
         conversation.MEMORY_RETRIEVAL,
@@ -487,9 +509,14 @@ def _announce_retrieval(engine: Engine, activation: Activation, words: list[str]
     )
     conversation.notify_live(record)
     try:
-        live.raise_live_now(engine, activation.delegate_id, record, [str(activation.id)])
-    except SQLAlchemyError as error:  # a live-only notice is never worth failing the run
+        pipeline.ahead(
+            connection,
+            *live.raise_live_statement(activation.delegate_id, record, [str(activation.id)]),
+        )
+    except (SQLAlchemyError, TypeError, ValueError) as error:  # never worth failing the run
         logs.emit("live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200])
+        return False
+    return True
 
 
 def _recalled_record(row: RecalledMemory) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import redis
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from inner_plane import logs, redis_keys
@@ -175,8 +176,11 @@ class AcceptedTurnJson(BaseModel):
 
 class MessagePage(BaseModel):
     items: list[dict[str, Any]] = Field(
-        description="Oldest first: {id, role (person|assistant), text, at, channel, turn_id, "
-        "state (queued|running|answered|failed), reason, interrupted {reason, then}, proactive}"
+        description="Oldest first: {id, role (person|assistant), kind (message|question|notice), "
+        "text, subject (a notice's), question {id, about} (what a question asks: answer with "
+        "in_reply_to = its id), in_reply_to (the question a person's message answers), at, "
+        "channel, turn_id, state (queued|running|answered|failed), reason, "
+        "interrupted {reason, then}, proactive}"
     )
     before: str | None = Field(description="Cursor of the page before these (older); null: none")
 
@@ -265,11 +269,14 @@ def build_router(
                 ) from None
         except JOURNAL_DOWN:
             raise errors.unavailable() from None
+        wake = None
         if accepted.created:
             logs.emit(
                 "user_turn_queued", id=accepted.id, delegate=delegate_id, channel=turn.channel
             )
-            wake_for_user_turn(runtime, delegate_id)
+            # After the answer is sent: the turn is journaled, and a wake lost with the process
+            # costs one sweep period (the sweeper wakes queued turns), not the turn.
+            wake = BackgroundTask(wake_for_user_turn, runtime, delegate_id)
         return AsciiJSONResponse(
             {
                 "turn_id": str(accepted.id),
@@ -277,6 +284,7 @@ def build_router(
                 "duplicate": not accepted.created,
             },
             status_code=202,
+            background=wake,
         )
 
     @router.post(
@@ -325,7 +333,8 @@ def build_router(
         responses={200: {"content": {"text/event-stream": {}}}},
     )
     async def stream(delegate_id: str, request: Request, after: str | None = None) -> Response:
-        """Events: `message` (durable: the person's message, a reply, a proactive message),
+        """Events: `message` (durable: the person's message, a reply, a proactive message, a
+        question the delegate asks, a message it sent on the app channel),
         `turn` (durable: a turn's state changed), `delta` and `aborted` (the reply while the
         model writes it; not replayed), `status` (idle, answering, busy). Durable events carry
         ids: reconnect with `Last-Event-ID` to get every one missed, exactly once."""

@@ -12,7 +12,11 @@ events of three kinds, merged in one stream.
   the work is.
 
 Each API process holds one pub/sub connection (one subscription per delegate someone follows)
-and renders each log event once for all of its streams.
+and renders each log event once for all of its streams. A delta is turned into its SSE text
+once, by the relay, and the same text goes to every stream of that delegate: one queue per
+stream holds ready text, durable and ephemeral in arrival order, and a stream writes whatever
+is waiting in one chunk. So a reply followed by a thousand streams costs a thousand queue puts
+and writes, not a thousand encodings and task switches per piece.
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ from inner_plane.journal.conversation import person
 from inner_plane.journal.operator.live import LiveEvent, Position
 from inner_plane.runtime import Runtime
 
-KEEPALIVE_S = 15.0
 RENDERED_CACHE = 1024  # log events rendered per process, kept for the streams that follow
 TOPICS = ("user_turns", "timeline", "activations")
 
@@ -66,6 +69,9 @@ class Cursor:
 
 # One rendered piece of a log event: (SSE event name, data); status carries no id.
 Piece = tuple[str, dict[str, Any]]
+# What a stream's queue holds: SSE text ready to write; None ends the stream.
+Outbox = asyncio.Queue[str | None]
+KEEPALIVE = ": keepalive\n\n"
 
 
 def render(runtime: Runtime, event: LiveEvent) -> list[Piece]:
@@ -122,7 +128,7 @@ class Renderer:
 
 @dataclass
 class _Channel:
-    queues: set[asyncio.Queue[Piece]] = field(default_factory=set)
+    queues: set[Outbox] = field(default_factory=set)
 
 
 class DeltaRelay:
@@ -136,7 +142,7 @@ class DeltaRelay:
         self._changed = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
 
-    async def subscribe(self, delegate_id: str, queue: asyncio.Queue[Piece]) -> None:
+    async def subscribe(self, delegate_id: str, queue: Outbox) -> None:
         channel = redis_keys.conversation_deltas(delegate_id)
         entry = self.channels.get(channel)
         if entry is None:
@@ -150,7 +156,7 @@ class DeltaRelay:
         if self._reader is None or self._reader.done():
             self._reader = asyncio.create_task(self._read())
 
-    async def unsubscribe(self, delegate_id: str, queue: asyncio.Queue[Piece]) -> None:
+    async def unsubscribe(self, delegate_id: str, queue: Outbox) -> None:
         channel = redis_keys.conversation_deltas(delegate_id)
         entry = self.channels.get(channel)
         if entry is None:
@@ -190,9 +196,9 @@ class DeltaRelay:
         if not isinstance(event, dict):
             return
         kind = "aborted" if event.get("type") == "aborted" else "delta"
-        piece: Piece = (kind, event)
+        written = _sse(kind, "", event)  # once for every stream of the delegate
         for queue in entry.queues:
-            queue.put_nowait(piece)
+            queue.put_nowait(written)
 
     async def _resubscribe(self) -> None:
         with contextlib.suppress(Exception):
@@ -242,7 +248,7 @@ class ConversationStreams:
         return the stream's SSE text."""
         feed = self.feed()
         sub = feed.subscribe()
-        queue: asyncio.Queue[Piece] = asyncio.Queue()
+        queue: Outbox = asyncio.Queue()
         relay = self.relay()
         await relay.subscribe(delegate_id, queue)
         status = await run_in_threadpool(
@@ -255,22 +261,22 @@ class ConversationStreams:
         feed: LiveFeed,
         sub: Subscription,
         relay: DeltaRelay,
-        queue: asyncio.Queue[Piece],
+        queue: Outbox,
         delegate_id: str,
         resume: Cursor | None,
         status: str,
     ) -> AsyncIterator[str]:
-        durable: asyncio.Queue[tuple[str, str, dict[str, Any]] | None] = asyncio.Queue()
-
         async def follow() -> None:
-            """The log, rendered, into ``durable``; ends with None."""
+            """The log, rendered, into ``queue`` (a keepalive when the feed is quiet); ends
+            the stream with None."""
             try:
                 start = None if resume is None else resume.start()
                 async for event in feed.follow(sub, start):
                     if event is None:
+                        queue.put_nowait(KEEPALIVE)
                         continue
                     if isinstance(event, str):  # RESET: retention dropped part of the gap
-                        await durable.put(("reset", "", {"reason": "retention"}))
+                        queue.put_nowait(_sse("reset", "", {"reason": "retention"}))
                         continue
                     if event.delegate_id != delegate_id or event.topic not in TOPICS:
                         continue
@@ -279,39 +285,31 @@ class ConversationStreams:
                         if seen and resume is not None and index <= resume.index:
                             continue
                         ident = "" if kind == "status" else Cursor(event.position, index).token()
-                        await durable.put((kind, ident, data))
+                        queue.put_nowait(_sse(kind, ident, data))
             finally:
-                await durable.put(None)
+                queue.put_nowait(None)
 
         follower = asyncio.create_task(follow())
-        waiting_durable: asyncio.Task[Any] = asyncio.create_task(durable.get())
-        waiting_delta: asyncio.Task[Any] = asyncio.create_task(queue.get())
         try:
-            yield "retry: 1000\n\n"
-            yield _sse("status", "", {"state": status})
+            yield "retry: 1000\n\n" + _sse("status", "", {"state": status})
             while True:
-                done, _ = await asyncio.wait(
-                    {waiting_durable, waiting_delta},
-                    timeout=KEEPALIVE_S,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if not done:
-                    yield ": keepalive\n\n"
+                written = await queue.get()
+                if written is None:
+                    return
+                if queue.empty():
+                    yield written
                     continue
-                if waiting_delta in done:
-                    kind, data = waiting_delta.result()
-                    yield _sse(kind, "", data)
-                    waiting_delta = asyncio.create_task(queue.get())
-                if waiting_durable in done:
-                    item = waiting_durable.result()
-                    if item is None:
+                # More is waiting (a busy moment): one write for all of it.
+                parts = [written]
+                while not queue.empty():
+                    more = queue.get_nowait()
+                    if more is None:
+                        yield "".join(parts)
                         return
-                    kind, ident, data = item
-                    yield _sse(kind, ident, data)
-                    waiting_durable = asyncio.create_task(durable.get())
+                    parts.append(more)
+                yield "".join(parts)
         finally:
-            for task in (follower, waiting_durable, waiting_delta):
-                task.cancel()
+            follower.cancel()
             feed.unsubscribe(sub)
             await relay.unsubscribe(delegate_id, queue)
 

@@ -67,6 +67,7 @@ def add_delegate_routes(router: APIRouter, calls: OperatorCalls) -> None:
             lambda rt: delegate_reads.delegates_overview(
                 rt.engine,
                 wake_budget_per_hour=rt.settings.wake_budget_per_hour,
+                daily_token_budget=rt.settings.daily_token_budget,
                 name=name,
                 cursor=cursor,
                 limit=limit,
@@ -80,6 +81,7 @@ def add_delegate_routes(router: APIRouter, calls: OperatorCalls) -> None:
             lambda rt: delegate_reads.delegates_overview(
                 rt.engine,
                 wake_budget_per_hour=rt.settings.wake_budget_per_hour,
+                daily_token_budget=rt.settings.daily_token_budget,
                 delegate_id=delegate_id,
             ),
         )

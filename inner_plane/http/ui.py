@@ -146,6 +146,7 @@ def _overview_page(rt: Runtime, name: str | None, cursor: str | None) -> Any:
     return delegate_reads.delegates_overview(
         rt.engine,
         wake_budget_per_hour=rt.settings.wake_budget_per_hour,
+        daily_token_budget=rt.settings.daily_token_budget,
         name=name or None,
         cursor=cursor or None,
         limit=DASHBOARD_PAGE,

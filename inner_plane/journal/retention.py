@@ -6,6 +6,7 @@ so a large backlog never holds long locks on the table the publish path writes t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import Engine, text
@@ -54,7 +55,11 @@ def delete_finished_signals(engine: Engine, older_than: timedelta, batch: int = 
 # row that live work still needs:
 # - a signal's history while the signal is pending or claimed;
 # - a running activation, its ThoughtFlow, or its conversation events;
-# - the newest ``keep`` messages of each conversation (the composer's history window);
+# - the newest ``keep`` messages of each conversation (the composer's history window: see
+#   :func:`messages_kept`);
+# - with compaction on, every message of an open conversation that its context window has not
+#   carried into a compaction yet (seq past the window's ``after_seq``; all of them before the
+#   first compaction): the compaction still needs their words;
 # - a queued or running user turn.
 
 _RULES: dict[str, str] = {
@@ -80,11 +85,18 @@ _RULES: dict[str, str] = {
              WHERE e.created_at < now() - make_interval(secs => :age_s)
                AND NOT EXISTS (SELECT 1 FROM activations a
                                 WHERE a.id = e.activation_id AND a.state = 'running')
-               AND NOT (e.type IN ('user.message', 'assistant.message') AND e.seq > COALESCE(
-                     (SELECT m.seq FROM conversation_events m
-                       WHERE m.conversation_id = e.conversation_id
-                         AND m.type IN ('user.message', 'assistant.message')
-                       ORDER BY m.seq DESC OFFSET :keep LIMIT 1), 0))
+               AND NOT (e.type IN ('user.message', 'assistant.message') AND (
+                     e.seq > COALESCE(
+                       (SELECT m.seq FROM conversation_events m
+                         WHERE m.conversation_id = e.conversation_id
+                           AND m.type IN ('user.message', 'assistant.message')
+                         ORDER BY m.seq DESC OFFSET :keep LIMIT 1), 0)
+                  OR (:keep_uncompacted AND e.seq > COALESCE(
+                       (SELECT w.after_seq FROM context_windows w
+                         WHERE w.delegate_id = e.delegate_id
+                           AND w.conversation_id = e.conversation_id), 0)
+                      AND EXISTS (SELECT 1 FROM conversations c
+                                   WHERE c.id = e.conversation_id AND c.ended_at IS NULL))))
              ORDER BY e.created_at LIMIT :batch FOR UPDATE OF e SKIP LOCKED)
     """,
     "activations": """
@@ -106,6 +118,22 @@ _RULES: dict[str, str] = {
 TABLES = ("signal_events", "thoughtflows", "conversation_events", "activations", "user_turns")
 
 
+@dataclass(frozen=True)
+class MessagesKept:
+    """Which messages of a conversation retention never deletes, whatever their age."""
+
+    newest: int  # the newest this many of each conversation
+    uncompacted: bool  # and those of an open conversation not yet in a compaction
+
+
+def messages_kept(keep_setting: int, window_messages: int, compacting: bool) -> MessagesKept:
+    """What the context window may still read: the composer and the compaction read up to
+    ``window_messages`` newest messages after the window's compacted items, so at least those
+    stay (whatever ``keep_setting`` says); with compaction on, the messages not yet carried
+    into one stay too, so no words are lost before a compaction took them in."""
+    return MessagesKept(max(keep_setting, window_messages), compacting)
+
+
 def delete_old_rows(
     engine: Engine,
     table: str,
@@ -113,11 +141,17 @@ def delete_old_rows(
     batch: int = 5_000,
     keep_messages: int = 100,
     max_batches: int = 1_000,
+    keep_uncompacted: bool = True,
 ) -> int:
     """Delete ``table``'s rows older than ``older_than`` that no live work needs, batch by
     batch; return how many."""
     statement = text(_RULES[table])
-    params = {"age_s": older_than.total_seconds(), "batch": batch, "keep": keep_messages}
+    params = {
+        "age_s": older_than.total_seconds(),
+        "batch": batch,
+        "keep": keep_messages,
+        "keep_uncompacted": keep_uncompacted,
+    }
     total = 0
     for _ in range(max_batches):
         with engine.begin() as connection:

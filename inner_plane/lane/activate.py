@@ -59,11 +59,14 @@ class Activator:
         closing: Transaction,
         lease_lost: threading.Event,
         yield_hint: threading.Event | None,
+        listening: bool = False,
     ) -> None:
         """``transaction``: a fenced transaction of the run; ``closing``: the one that ends the
-        activation (it also reads the next due window)."""
+        activation (it also reads the next due window). ``listening``: the lane's notice
+        listener was connected when the activation opened, so ``yield_hint`` tells of every
+        user turn and interrupt journaled since."""
         if not tracing.on:
-            self._run(step, settings, transaction, closing, lease_lost, yield_hint)
+            self._run(step, settings, transaction, closing, lease_lost, yield_hint, listening)
             return
         activation = step.activation
         with tracing.span(
@@ -79,7 +82,7 @@ class Activator:
             links=self._publish_links(activation),
         ) as current:
             step.traceparent = tracing.traceparent(current)
-            self._run(step, settings, transaction, closing, lease_lost, yield_hint)
+            self._run(step, settings, transaction, closing, lease_lost, yield_hint, listening)
 
     @staticmethod
     def _publish_links(activation: Activation) -> list[Link]:
@@ -99,6 +102,7 @@ class Activator:
         closing: Transaction,
         lease_lost: threading.Event,
         yield_hint: threading.Event | None,
+        listening: bool,
     ) -> None:
         activation = step.activation
         # Only a reply to the person's turn is streamed to them: a background activation's
@@ -127,7 +131,12 @@ class Activator:
         try:
             context = self._compose_isolating(step, transaction)
             activation = step.activation
-            guard.safe_point()
+            if listening:
+                # The lane's listener sets the hint for any user turn or interrupt journaled
+                # since the opening read the journal: the safe point runs only if one was.
+                guard.checkpoint()
+            else:
+                guard.safe_point()
             # What a model returned is hostile input: made storable before anything records it.
             result = storable_result(self.agent.run(context, guard))
             _price(result, settings)

@@ -9,14 +9,16 @@ import uuid
 from collections.abc import Callable
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 
 from inner_plane import logs
 from inner_plane.activation import Activation, UserMessage
 from inner_plane.config import Settings
+from inner_plane.journal import pipeline
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import usage
 from inner_plane.journal.lane import activations, claims, user_turns
-from inner_plane.journal.lane.leases import LeaseLost
+from inner_plane.journal.lane.leases import LeaseLost, fence_check, is_lease_lost
 from inner_plane.journal.people import people
 from inner_plane.lane import decide
 from inner_plane.lane.records import Step, Transaction, activation_fields, entry, log_quarantined
@@ -33,21 +35,69 @@ def open_step(
     agent_name: str,
     reason: str,
     first: bool,
+    window: claims.DueWindow | None = None,
 ) -> Step | float | None:
     """The next step, or when to look again (None: not until something arrives).
 
     ``policy_of``: the delegate's attention policy for the window read (the window carries the
-    version in force, read by the same statement; see :mod:`inner_plane.attention.live`)."""
+    version in force, read by the same statement; see :mod:`inner_plane.attention.live`).
+    ``window``: read already, in the round trip that took the lease; the transaction's first
+    statement then carries the fence as a check that aborts it when stale."""
     activation_id = uuid.uuid4()
+    try:
+        return _open(
+            transaction,
+            settings,
+            policy_of,
+            activation_id,
+            delegate_id=delegate_id,
+            epoch=epoch,
+            holder=holder,
+            agent_name=agent_name,
+            reason=reason,
+            first=first,
+            window=window,
+        )
+    except DBAPIError as error:
+        if is_lease_lost(error):
+            raise LeaseLost(delegate_id, epoch, None) from None
+        raise
+
+
+def _open(
+    transaction: Transaction,
+    settings: Settings,
+    policy_of: Callable[[Connection, claims.DueWindow], decide.LanePolicy],
+    activation_id: uuid.UUID,
+    *,
+    delegate_id: str,
+    epoch: int,
+    holder: str,
+    agent_name: str,
+    reason: str,
+    first: bool,
+    window: claims.DueWindow | None,
+) -> Step | float | None:
     with transaction() as connection:
-        # Its commit need not wait for a WAL flush: a database crash before the activation
-        # ends returns the claims to pending and the turn to queued, as if never opened.
-        window = claims.due_window(connection, delegate_id, opening=True)
+        if window is None:
+            # Its commit need not wait for a WAL flush: a database crash before the activation
+            # ends returns the claims to pending and the turn to queued, as if never opened.
+            window = claims.due_window(connection, delegate_id, opening=True)
+        else:
+            # The fence rides with the transaction's first statement (and its commit need not
+            # wait for a flush either: the check selects SKIP_FLUSH's setting too).
+            pipeline.ahead(connection, *fence_check(delegate_id, epoch, skip_flush=True))
         if window.lease_epoch != epoch:  # the fence, read FOR SHARE by the same query
             raise LeaseLost(delegate_id, epoch, window.lease_epoch)
         policy = policy_of(connection, window)
         turn = (
-            user_turns.next_user_turn(connection, delegate_id, activation_id)
+            user_turns.next_user_turn(
+                connection,
+                delegate_id,
+                activation_id,
+                # Read with the take: a pre-empted turn that runs again has its message already.
+                message_journaled=conversation.turn_message_journaled("t.id"),
+            )
             if decide.takes_user_turn(window)
             else None
         )
@@ -106,6 +156,10 @@ def open_step(
         if decision.background_waits and turn is not None:
             logs.emit("deferred", delegate=delegate_id, reason="user turn waiting", turn=turn.id)
         dead = claims.kill_exhausted(connection, delegate_id) if window.exhausted else []
+        # Along with the claim (one round trip): the composer's person zone, and the
+        # conversation the opening appends to, opened if none is.
+        person = pipeline.ahead(connection, *people.zone_statement(delegate_id))
+        pipeline.ahead(connection, *conversation.open_conversation(delegate_id))
         batch = claims.claim_batch(
             connection,
             delegate_id,
@@ -139,16 +193,21 @@ def open_step(
             user_message=None
             if turn is None
             else UserMessage(turn.text, turn.channel, turn.id, turn.in_reply_to),
+            person_zone=people.zone_answer(person.rows()) if person.ran else None,
         )
         if turn is None:
             opening = conversation.ACTIVATION_STARTED
-        elif conversation.turn_has_message(connection, turn.id):
+        elif turn.message_journaled or (
+            turn.message_journaled is None and conversation.turn_has_message(connection, turn.id)
+        ):
             opening = conversation.TURN_RESUMED  # pre-empted before: its message stands
         else:
             opening = conversation.USER_MESSAGE
         entries = [entry(activation, opening, {"reason": decision.reason})]
         if turn is not None and claimed:
             entries.append(entry(activation, conversation.CONTEXT_ATTACHED, {}))
+        # The opening's last statement: its commit rides with it.
+        pipeline.after(connection, "COMMIT")
         activations.insert_activation(
             connection,
             activation_id=activation_id,

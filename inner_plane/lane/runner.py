@@ -28,15 +28,17 @@ from typing import Any, Literal
 import redis
 from sqlalchemy import Connection
 
-from inner_plane import logs, redis_keys
+from inner_plane import logs
 from inner_plane.activation import Preempted, Trigger
 from inner_plane.agent.port import BaseAgent, Composer, ContextKeeper
 from inner_plane.attention.document import AttentionPolicy
 from inner_plane.attention.live import policy_source
-from inner_plane.attention.wakes import clear_debounce, send_activate
+from inner_plane.attention.wakes import clear_debounce, lane_lock, send_activate
+from inner_plane.journal import pipeline
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane import claims, user_turns
 from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
+from inner_plane.journal.pipeline import pipelined_transaction
 from inner_plane.lane import decide
 from inner_plane.lane.activate import Activator
 from inner_plane.lane.guard import Heartbeat, LaneGuard
@@ -83,11 +85,18 @@ class Lane:
         self._connection: Connection | None = None
         # Whether the run's connection may still hold the liveness lock (until let go).
         self._may_hold_liveness = False
+        # What the release's look for work found (None: it did not look).
+        self._work_left: bool | None = None
         # The due window read at the end of the last activation's closing transaction.
         self._window_after: claims.DueWindow | None = None
         self.heartbeat = Heartbeat(runtime)
         self.notices = lane_notices(runtime.engine.url.render_as_string(hide_password=False))
         self._yield_hint: threading.Event | None = None
+        self._listening = False
+        # Whether taking the Redis lock cleared the wake debounce (then the drain need not).
+        self._debounce_cleared = False
+        # The due window read in the take's round trip, for the run's first opening.
+        self._first_window: claims.DueWindow | None = None
         self._delegate = ""
         self.activator = Activator(runtime, agent, composer, configured_channels(runtime.settings))
         # Context maintenance between activations (window compaction), if the agent has any.
@@ -98,6 +107,7 @@ class Lane:
     def run(self, delegate_id: str, reason: str = "wake") -> LaneOutcome:
         outcome = LaneOutcome()
         self._delegate = delegate_id
+        self._debounce_cleared = False
         lock = self._lock(delegate_id)
         if lock is False:
             # Held by a lane that runs, or by one that died (the Redis lock outlives it by up to
@@ -107,7 +117,19 @@ class Lane:
         # long as the lease (PostgreSQL frees the lock the moment this process dies).
         self._connection = self.runtime.engine.connect()
         self._may_hold_liveness = True
+        # Told at once when a user turn or interrupt for this delegate is journaled, so the
+        # agent yields between stream events (the journal decides at the safe point). Watched
+        # before the journal is first read, so nothing journaled after that read goes unheard.
+        self._yield_hint = self.notices.watch(delegate_id)
+        # Connected before the opening reads the journal: every turn journaled after that
+        # read sets the hint (a reconnect sets every hint: something may have been missed).
+        self._listening = self.notices.connected.is_set()
         try:
+            # The first due window rides with the take (one round trip): read after the take
+            # in the same implicit transaction, so its fence column shows the epoch just taken.
+            first_window = pipeline.after(
+                self._connection, *claims.window_statement(delegate_id, opening=True)
+            )
             taken = self.leases.take(
                 delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
             )
@@ -123,9 +145,13 @@ class Lane:
             lease_lost = self.heartbeat.begin(delegate_id, epoch, lock or None)
             reschedule: float | None = None
             self._window_after = None
-            # Told at once when a user turn or interrupt for this delegate is journaled, so the
-            # agent yields between stream events (the journal decides at the safe point).
-            self._yield_hint = self.notices.watch(delegate_id)
+            # What the take's round trip read, unless recovery changes it or a second take
+            # (after waiting on a dead holder) ran without it.
+            self._first_window = (
+                claims.window_answer(first_window.one())
+                if first_window.ran and not left_behind
+                else None
+            )
             try:
                 if left_behind:
                     self._recover(delegate_id, epoch)
@@ -134,11 +160,13 @@ class Lane:
                 outcome.lease_lost = True
                 logs.emit("lease_lost", delegate=delegate_id, epoch=epoch, reason=str(error))
             finally:
-                self.notices.unwatch(delegate_id, self._yield_hint)
+                self._first_window = None
                 self.heartbeat.end()
                 # Taken over in between, this run has nothing left to write: it only lets go.
                 self._let_go(None if outcome.lease_lost else (delegate_id, epoch))
         finally:
+            self.notices.unwatch(delegate_id, self._yield_hint)
+            pipeline.discard(self._connection)
             self._let_go()
             connection, self._connection = self._connection, None
             connection.close()
@@ -170,7 +198,7 @@ class Lane:
                 if lease is None:
                     self.leases.let_go(connection)
                 else:
-                    self.leases.release(*lease, connection)
+                    self._release_and_look(connection, *lease)
                     lease = None
                 self._may_hold_liveness = False
             except Exception:  # a broken connection: dropping it frees the lock
@@ -178,13 +206,24 @@ class Lane:
         if lease is not None:
             self.leases.release(*lease)  # on a connection of its own
 
+    def _release_and_look(self, connection: Connection, delegate_id: str, epoch: int) -> None:
+        """Release the lease (and the liveness lock), commit, then look for work that arrived
+        meanwhile: three statements in one round trip, the look after the commit (so a lane
+        that found the lease held a moment before has its work seen here)."""
+        with pipelined_transaction(connection):
+            pipeline.after(connection, "COMMIT")
+            look = pipeline.after(connection, *claims.work_left(delegate_id))
+            self.leases.release_in(connection, delegate_id, epoch)
+        self._work_left = claims.has_work_answer(look.one())
+
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
         """A transaction on the connection this lane run holds (one checkout per run, not per
-        transaction: no pool reset round trips between the run's transactions)."""
+        transaction: no pool reset round trips between the run's transactions). Its ``BEGIN``
+        rides with its first statement (:mod:`inner_plane.journal.pipeline`)."""
         connection = self._connection
         assert connection is not None, "only inside Lane.run"
-        with connection.begin():
+        with pipelined_transaction(connection):
             yield connection
 
     def _closing(self, delegate_id: str) -> Transaction:
@@ -195,21 +234,28 @@ class Lane:
         @contextlib.contextmanager
         def closing() -> Iterator[Connection]:
             with self._transaction() as connection:
+                # The next window and the COMMIT ride with the statement that closes the
+                # activation (behind its fence check): the closing is one round trip.
+                window = pipeline.at_end(connection, *claims.window_statement(delegate_id))
+                pipeline.at_end(connection, "COMMIT")
                 yield connection
-                self._window_after = claims.due_window(connection, delegate_id)
+                if window.ran:
+                    self._window_after = claims.window_answer(window.one())
+                else:  # nothing closed in one statement: read it, then commit
+                    pipeline.after(connection, "COMMIT")
+                    self._window_after = claims.due_window(connection, delegate_id)
 
         return closing
 
     def _lock(self, delegate_id: str) -> Any:
         """A held redis-py Lock, False if someone else holds it, None if Redis is unreachable
         (the lease still guarantees exclusivity)."""
-        lock = self.runtime.redis.lock(
-            redis_keys.activation_lock(delegate_id),
-            timeout=self.settings.lease_ttl_s,
-            blocking=False,
-        )
+        lock = lane_lock(self.runtime, delegate_id, self.settings.lease_ttl_s)
         try:
-            return lock if lock.acquire() else False
+            taken = lock.acquire()
+            # Taken, the lock cleared the wake debounce in the same round trip.
+            self._debounce_cleared = taken
+            return lock if taken else False
         except redis.RedisError as error:
             logs.emit("lock_unavailable", delegate=delegate_id, reason=str(error)[:200])
             return None
@@ -230,7 +276,8 @@ class Lane:
         outcome: LaneOutcome,
     ) -> float | None:
         """Run activations until nothing is due; return a delay after which to look again."""
-        clear_debounce(self.runtime, delegate_id)
+        if not self._debounce_cleared:
+            clear_debounce(self.runtime, delegate_id)
         slice_ends = time.monotonic() + max(5.0, self.settings.task_soft_time_limit_s / 4)
         first = True
         maintained = False  # at most once a lane run: a window that stays long waits a run
@@ -258,6 +305,7 @@ class Lane:
                 self._closing(delegate_id),
                 lease_lost,
                 self._yield_hint,
+                listening=self._listening,
             )
 
     def _maintain(
@@ -293,6 +341,10 @@ class Lane:
         """Decide from the window the last activation's closing transaction read, if that says
         idle; else open the next activation (:func:`open_step`, one fenced transaction)."""
         known, self._window_after = self._window_after, None
+        taken_with, self._first_window = self._first_window, None
+        # The window read last (with the take, or by the last closing) decides the opening too;
+        # its transaction then carries the fence as a check instead of reading it again.
+        read = taken_with if taken_with is not None else known
         if (
             known is not None
             and known.lease_epoch == epoch
@@ -316,6 +368,7 @@ class Lane:
             agent_name=self.activator.agent_name,
             reason=reason,
             first=first,
+            window=None if read is None or read.lease_epoch != epoch else read,
         )
 
     def _policy_of(self, connection: Connection, window: claims.DueWindow) -> decide.LanePolicy:
@@ -334,8 +387,10 @@ class Lane:
     def _after_release(self, delegate_id: str, reschedule: float | None) -> None:
         """A signal or user turn that arrived between the last check and the release would
         otherwise wait for the sweeper: look once more and enqueue a fresh activate."""
-        with single_statement(self.runtime.engine) as connection:
-            work_left = claims.has_work(connection, delegate_id)
+        work_left, self._work_left = self._work_left, None
+        if work_left is None:  # the release did not look (it ran on a connection of its own)
+            with single_statement(self.runtime.engine) as connection:
+                work_left = claims.has_work(connection, delegate_id)
         countdown = decide.after_release(reschedule, work_left)
         if countdown is None:
             return

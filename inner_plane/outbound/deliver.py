@@ -5,7 +5,12 @@ call (same key) finds it sent and sends nothing.
 Where it goes is :mod:`inner_plane.outbound.route`'s answer: the person's preferred channel, or
 the configured ``NOTIFY_*`` channels for a delegate without a person. During the person's quiet
 hours a message that is not urgent is written ``waiting`` until they end, and
-:func:`deliver_due` (the outbox sweep, a beat task) sends it then, once."""
+:func:`deliver_due` (the outbox sweep, a beat task) sends it then, once.
+
+On the ``app`` channel the conversation is the channel: "sending" appends a ``person.notified``
+event (what the chat page and the conversation API show) in the transaction that marks the
+outbox row sent, so the person sees it exactly once, whatever reruns. A question needs no such
+event: its ``person.question`` event, written when it is asked, is already the message."""
 
 from __future__ import annotations
 
@@ -14,13 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import Connection
+
 from inner_plane import logs
 from inner_plane.activation import Activation, Disposition, Settlement
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.lane import notifications
 from inner_plane.journal.lane.leases import fence
 from inner_plane.journal.people import questions
-from inner_plane.outbound.channels import Channel, ChannelError, Message
+from inner_plane.outbound.channels import AppChannel, Channel, ChannelError, Message
 from inner_plane.outbound.route import channel_named, route
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import Mode, Signal
@@ -72,10 +79,41 @@ def deliver(
             )
             done.append(Delivery(channel.name, "waiting"))
             continue
-        error = _send(channel, message)
-        notifications.finish(runtime.engine, outgoing.id, error)
+        if channel.name == AppChannel.name:
+            with runtime.engine.begin() as connection:
+                fence(connection, message.delegate_id, epoch)
+                _into_conversation(connection, message, outgoing.id, activation_id)
+                notifications.finish_on(connection, outgoing.id, None)
+            error = _send(channel, message)  # nothing to send: it logs the delivery
+        else:
+            error = _send(channel, message)
+            notifications.finish(runtime.engine, outgoing.id, error)
         done.append(Delivery(channel.name, "sent" if error is None else "failed", error))
     return done
+
+
+def _into_conversation(
+    connection: Connection,
+    message: Message,
+    notification_id: uuid.UUID,
+    activation_id: uuid.UUID | None,
+) -> None:
+    """The app channel's send: the message as a conversation event, in the caller's
+    transaction (the one that marks its outbox row sent)."""
+    if message.question_id is not None:
+        return  # the question's own event (person.question) is the message
+    conversation.append_event(
+        connection,
+        delegate_id=message.delegate_id,
+        type=conversation.PERSON_NOTIFIED,
+        payload={
+            "notification_id": str(notification_id),
+            "subject": message.subject,
+            "body": message.body,
+            "urgency": message.urgency,
+        },
+        activation_id=activation_id,
+    )
 
 
 def _send(channel: Channel, message: Message) -> str | None:
@@ -118,6 +156,8 @@ def deliver_due(runtime: Runtime, defaults: Sequence[Channel], limit: int = 100)
                 error: str | None = f"{waiting.channel}: no such channel any more"
                 logs.emit("notify_failed", delegate=waiting.delegate_id, reason=error)
             else:
+                if channel.name == AppChannel.name:
+                    _into_conversation(connection, message, waiting.id, waiting.activation_id)
                 error = _send(channel, message)
             notifications.finish_waiting(connection, waiting.id, error)
         handled += 1

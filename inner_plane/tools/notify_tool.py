@@ -30,8 +30,9 @@ PARAMETERS: dict[str, Any] = {
     "additionalProperties": False,
 }
 DESCRIPTION = (
-    "Contact the user outside the conversation (email or their notification hook), for "
-    "something they asked to be told about or must know now. Sent once per call."
+    "Contact the user on their preferred channel (a message in their conversation with you, "
+    "email or their notification hook), for something they asked to be told about or must "
+    "know now. Sent once per call."
 )
 
 

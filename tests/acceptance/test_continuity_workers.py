@@ -172,22 +172,16 @@ def _stalled_compaction(runtime: Runtime, server: ResponsesServer) -> None:
     server.compact_faults = [slow(stall_s=120) for _ in range(100)]
     for n in range(30):
         _answered(runtime, user_turn("default", _words(n) * 4, runtime=runtime))
-    quiet = len(server.served)
-    wait_until(
-        lambda: (
-            any(s.path.endswith("compact") for s in server.served[quiet:])
-            or next(
-                (
-                    s
-                    for s in server.served
-                    if s.path.endswith("compact") and not s.completed and s.status == 200
-                ),
-                None,
-            )
-        ),
-        "a compaction under way",
-        120,
-    )
+
+    def under_way() -> bool:
+        # The lane's newest model call is a compaction still stalling. An older stalled call
+        # is not enough: a turn pre-empted it and the lane abandoned it (it ends on its own
+        # timeout), and clearing the faults then would let the next compaction succeed before
+        # the test's turn arrives.
+        newest = server.served[-1] if server.served else None
+        return newest is not None and newest.path.endswith("compact") and not newest.completed
+
+    wait_until(under_way, "a compaction under way", 120)
     server.compact_faults = []
 
 

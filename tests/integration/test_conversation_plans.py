@@ -60,3 +60,5 @@ def test_conversation_reads_use_indexes(
     for statement, plan in zip(statements, plans(turns_journal, captured), strict=True):
         for table in (*GROWING, "user_turns"):
             assert f"Seq Scan on {table}" not in plan, f"{statement}\n{plan}"
+        if "e.seq < " in statement:  # a page of what the delegate said: its partial index
+            assert "ix_conversation_events_person" in plan, f"{statement}\n{plan}"

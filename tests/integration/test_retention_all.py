@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
+import pytest
 from sqlalchemy import text
 
-from inner_plane.journal.retention import TABLES, delete_old_rows
+from inner_plane.journal.conversation import window as window_journal
+from inner_plane.journal.conversation.context import snapshot
+from inner_plane.journal.retention import TABLES, delete_old_rows, messages_kept
 from inner_plane.runtime import Runtime
 
 OLD = "now() - interval '10 days'"
@@ -67,7 +71,9 @@ def seed(runtime: Runtime) -> dict[str, uuid.UUID]:
 def test_every_table_keeps_what_live_work_needs(runtime: Runtime) -> None:
     ids = seed(runtime)
     deleted = {
-        table: delete_old_rows(runtime.engine, table, AGE, batch=2, keep_messages=2)
+        table: delete_old_rows(
+            runtime.engine, table, AGE, batch=2, keep_messages=2, keep_uncompacted=False
+        )
         for table in TABLES
     }
     assert deleted == {
@@ -102,7 +108,141 @@ def test_retention_batches_use_an_index(runtime: Runtime) -> None:
             plan = "\n".join(
                 row[0]
                 for row in connection.execute(
-                    text("EXPLAIN " + rule), {"age_s": 86_400.0, "batch": 10, "keep": 5}
+                    text("EXPLAIN " + rule),
+                    {"age_s": 86_400.0, "batch": 10, "keep": 5, "keep_uncompacted": True},
                 )
             )
             assert f"Seq Scan on {table}" not in plan, (table, plan)
+            # The window and the conversation of a message: one primary-key row each.
+            assert "Seq Scan on context_windows" not in plan, plan
+            assert "Seq Scan on conversations" not in plan, plan
+
+
+# --- what the context window still reads ---------------------------------------------------------
+
+WINDOW_MESSAGES = 20  # CONTEXT_WINDOW_MESSAGES of these tests
+
+
+def _old_conversation(runtime: Runtime, messages: int) -> list[int]:
+    """An open conversation of ``messages`` old messages (and old tool events between them);
+    the messages' seqs, oldest first."""
+    with runtime.engine.begin() as connection:
+        conversation = connection.execute(
+            text("INSERT INTO conversations (id, delegate_id) VALUES (gen_random_uuid(), 'w') "
+                 "RETURNING id")
+        ).scalar_one()  # fmt: skip
+        connection.execute(
+            text(
+                f"""INSERT INTO conversation_events (id, delegate_id, conversation_id, type,
+                       payload, created_at)
+                    SELECT gen_random_uuid(), 'w', :c,
+                           (ARRAY['user.message', 'tool.call', 'assistant.message'])[1 + g % 3],
+                           jsonb_build_object('text', 'said ' || g, 'reply', 'reply ' || g),
+                           {OLD}
+                      FROM generate_series(0, :n * 3 / 2) g
+                     ORDER BY g"""
+            ),
+            {"c": conversation, "n": messages},
+        )
+        return list(
+            connection.execute(
+                text("SELECT seq FROM conversation_events WHERE delegate_id = 'w' "
+                     "AND type IN ('user.message', 'assistant.message') ORDER BY seq")
+            ).scalars()
+        )  # fmt: skip
+
+
+def _compacted_through(runtime: Runtime, seq: int) -> None:
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text(
+                """INSERT INTO context_windows (delegate_id, conversation_id, items, after_seq,
+                       method, version)
+                   SELECT 'w', id, '[{"type": "compaction", "encrypted_content": "x"}]'::jsonb,
+                          :seq, 'compact', 1
+                     FROM conversations WHERE delegate_id = 'w' AND ended_at IS NULL"""
+            ),
+            {"seq": seq},
+        )
+
+
+def _window_view(runtime: Runtime) -> tuple[Any, ...]:
+    """What the composer and the compaction read of the window."""
+    with runtime.engine.connect() as connection:
+        window = window_journal.read(connection, "w", WINDOW_MESSAGES)
+        composed = snapshot(
+            connection, delegate_id="w", recall_cue="", ambient_cue="", standing_limit=1,
+            recall_limit=1, ambient_limit=1, history_limit=WINDOW_MESSAGES,
+        )  # fmt: skip
+    return (
+        [(m.seq, m.text) for m in window.messages],
+        window.items,
+        [(h["seq"], h["payload"]) for h in composed.history],
+        composed.window_items,
+    )
+
+
+def _messages(runtime: Runtime) -> list[int]:
+    with runtime.engine.connect() as connection:
+        return [
+            int(seq)
+            for seq in connection.execute(
+                text(
+                    "SELECT seq FROM conversation_events WHERE delegate_id = 'w' "
+                    "AND type IN ('user.message', 'assistant.message') ORDER BY seq"
+                )
+            ).scalars()
+        ]
+
+
+@pytest.mark.parametrize(
+    ("messages", "compacted_at", "compacting", "keep_setting"),
+    [
+        (60, None, False, 5),  # no compaction: the newest WINDOW_MESSAGES are what it reads
+        (60, None, True, 5),  # never compacted yet: every message still to be compacted
+        (60, 30, True, 5),  # compacted through the 30th: what follows is not yet in one
+        (60, 55, True, 0),  # compacted almost all: the newest WINDOW_MESSAGES still read
+        (15, None, False, 100),  # a short conversation: nothing old enough to go
+    ],
+)
+def test_retention_never_drops_what_the_context_window_still_reads(
+    runtime: Runtime,
+    messages: int,
+    compacted_at: int | None,
+    compacting: bool,
+    keep_setting: int,
+) -> None:
+    seqs = _old_conversation(runtime, messages)
+    if compacted_at is not None:
+        _compacted_through(runtime, seqs[compacted_at - 1])
+    before = _window_view(runtime)
+    kept = messages_kept(keep_setting, WINDOW_MESSAGES, compacting)
+    delete_old_rows(
+        runtime.engine, "conversation_events", AGE, batch=7,
+        keep_messages=kept.newest, keep_uncompacted=kept.uncompacted,
+    )  # fmt: skip
+    assert _window_view(runtime) == before
+    left = _messages(runtime)
+    newest = seqs[-max(keep_setting, WINDOW_MESSAGES) :]
+    if compacting:
+        after_seq = 0 if compacted_at is None else seqs[compacted_at - 1]
+        expected = [s for s in seqs if s > after_seq or s in newest]
+    else:
+        expected = newest
+    assert left == expected
+    # Tool events between old messages are not the window's: they went.
+    assert count(runtime, "SELECT count(*) FROM conversation_events WHERE type = 'tool.call' "
+                          "AND delegate_id = 'w'") == 0  # fmt: skip
+
+
+def test_a_keep_setting_below_the_window_would_have_dropped_what_it_reads(
+    runtime: Runtime,
+) -> None:
+    """The rule before: the newest RETENTION_KEEP_MESSAGES alone (5 here) deleted messages the
+    composer still put in front of the model."""
+    _old_conversation(runtime, 60)
+    before = _window_view(runtime)
+    delete_old_rows(
+        runtime.engine, "conversation_events", AGE, keep_messages=5, keep_uncompacted=False
+    )
+    assert _window_view(runtime) != before

@@ -11,7 +11,12 @@ from celery import shared_task
 from inner_plane import celery_bridge as names
 from inner_plane import logs
 from inner_plane.journal.operator import live
-from inner_plane.journal.retention import TABLES, delete_finished_signals, delete_old_rows
+from inner_plane.journal.retention import (
+    TABLES,
+    delete_finished_signals,
+    delete_old_rows,
+    messages_kept,
+)
 from inner_plane.outbound.channels import configured_channels
 from inner_plane.outbound.deliver import deliver_due
 from inner_plane.runtime import get_runtime
@@ -48,10 +53,15 @@ def retention() -> dict[str, int]:
         "activations": settings.retention_activations_s,
         "user_turns": settings.retention_user_turns_s,
     }
+    kept = messages_kept(
+        settings.retention_keep_messages,
+        settings.context_window_messages,
+        compacting=settings.context_compact_tokens is not None,
+    )
     for table in TABLES:
         deleted[table] = delete_old_rows(
             runtime.engine, table, timedelta(seconds=ages[table]), settings.retention_batch,
-            keep_messages=settings.retention_keep_messages,
+            keep_messages=kept.newest, keep_uncompacted=kept.uncompacted,
         )  # fmt: skip
     # The live feed's log: a reconnecting reader can resume within this window.
     window = timedelta(seconds=settings.live_retention_s)

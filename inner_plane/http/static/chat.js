@@ -14,7 +14,13 @@
   var form = document.getElementById("compose");
   var box = document.getElementById("text");
   var sendError = document.getElementById("send-error");
+  var replying = document.getElementById("replying");
+  var replyingText = document.getElementById("replying-text");
+  var replyCancel = document.getElementById("reply-cancel");
   var byId = {};      // message id -> its <li>
+  var questions = {}; // question id -> its <li>
+  var answered = {};  // question id -> true once a message of the person answers it
+  var replyTo = null; // the question the next message answers
   var drafts = {};    // turn id -> {item, part, text}: a reply being written
   var before = null;  // cursor of the page before the oldest shown
   var STATUS = { idle: "Idle", answering: "Writing a reply…", busy: "Busy with background work" };
@@ -47,7 +53,12 @@
   function describe(item, message) {
     var meta = item.querySelector(".meta");
     var parts = [];
-    if (message.proactive) { parts.push("sent on its own"); }
+    if (message.kind === "question") {
+      parts.push(answered[message.question.id] ? "a question · answered" : "a question for you");
+    } else if (message.proactive) {
+      parts.push("sent on its own");
+    }
+    if (message.in_reply_to) { parts.push("your answer to a question"); }
     if (message.role === "person" && message.state) { parts.push(STATES[message.state] || ""); }
     if (message.interrupted && message.state !== "answered") {
       parts.push("paused, will resume");
@@ -67,14 +78,67 @@
   function build(message) {
     var item = el("li", "message " + (message.role === "person" ? "person" : "assistant"));
     if (message.proactive) { item.className += " proactive"; }
+    if (message.kind === "question" || message.kind === "notice") {
+      item.className += " " + message.kind;
+    }
     item.setAttribute("data-id", message.id);
     if (message.turn_id) { item.setAttribute("data-turn", message.turn_id); }
     var who = el("span", "who", message.role === "person" ? "You" : "Assistant");
     item.appendChild(who);
+    if (message.kind === "question" && message.question) {
+      var about = message.question.about;
+      item.appendChild(el("p", "about", about ? "Question about " + about : "Question"));
+    }
+    if (message.kind === "notice" && message.subject) {
+      item.appendChild(el("p", "subject", message.subject));
+    }
     item.appendChild(el("p", "text", message.text));
     item.appendChild(el("p", "meta"));
+    if (message.kind === "question" && message.question && message.question.id) {
+      var id = message.question.id;
+      var answer = el("button", "answer", "Answer");
+      answer.type = "button";
+      answer.setAttribute("aria-label", "Answer this question");
+      answer.addEventListener("click", function () { startReply(id, message.text); });
+      item.appendChild(answer);
+      questions[id] = item;
+      item.setAttribute("data-question", id);
+      if (answered[id]) {
+        item.setAttribute("data-answered", "true");
+        answer.textContent = "Answer again";
+      }
+    }
+    if (message.in_reply_to) {
+      item.setAttribute("data-reply", message.in_reply_to);
+      markAnswered(message.in_reply_to);
+    }
     describe(item, message);
     return item;
+  }
+
+  function markAnswered(questionId) {
+    answered[questionId] = true;
+    var asked = questions[questionId];
+    if (!asked) { return; }
+    asked.setAttribute("data-answered", "true");
+    asked.querySelector(".answer").textContent = "Answer again";
+    var meta = asked.querySelector(".meta");
+    if (meta && meta.textContent.indexOf("answered") < 0) {
+      meta.textContent = meta.textContent.replace("a question for you", "a question · answered");
+    }
+  }
+
+  function startReply(questionId, text) {
+    replyTo = questionId;
+    replyingText.textContent = text.length > 120 ? text.slice(0, 119) + "…" : text;
+    replying.hidden = false;
+    box.focus();
+  }
+
+  function stopReply() {
+    replyTo = null;
+    replying.hidden = true;
+    replyingText.textContent = "";
   }
 
   function show(message, where) {
@@ -106,7 +170,8 @@
     if (!item) { return; }
     describe(item, {
       role: "person", state: change.state, reason: change.reason,
-      interrupted: change.interrupted, at: item.getAttribute("data-at")
+      interrupted: change.interrupted, at: item.getAttribute("data-at"),
+      in_reply_to: item.getAttribute("data-reply")
     });
     if (change.state === "failed" || change.state === "answered") { dropDraft(change.turn_id); }
   }
@@ -217,7 +282,7 @@
     }).join("");
   }
 
-  function send(text, key, attempt) {
+  function send(text, key, attempt, answering) {
     return fetch(base + "/turns", {
       method: "POST",
       credentials: "same-origin",
@@ -226,13 +291,14 @@
         "Idempotency-Key": key,
         "X-Inner-Plane-UI": "1"
       },
-      body: JSON.stringify({ text: text, channel: "app" })
+      body: JSON.stringify(answering ?
+        { text: text, channel: "app", in_reply_to: answering } : { text: text, channel: "app" })
     }).then(function (response) {
       return response.json().then(function (body) { return [response, body]; });
     }).catch(function (error) {
       if (attempt < 3) {  // the same key: a retry is the same turn, never a second one
         return new Promise(function (resolve) { setTimeout(resolve, 1000 * (attempt + 1)); })
-          .then(function () { return send(text, key, attempt + 1); });
+          .then(function () { return send(text, key, attempt + 1, answering); });
       }
       throw error;
     });
@@ -244,13 +310,16 @@
     if (!text.trim()) { return; }
     sendError.hidden = true;
     box.disabled = true;
-    send(text, newKey(), 0).then(function (answer) {
+    var answering = replyTo;
+    send(text, newKey(), 0, answering).then(function (answer) {
       var response = answer[0], body = answer[1];
       if (response.status === 202) {
         box.value = "";
+        if (answering === replyTo) { stopReply(); }
         var item = show({
-          id: body.turn_id, role: "person", text: text, turn_id: body.turn_id,
-          state: body.state, at: new Date().toISOString()
+          id: body.turn_id, role: "person", kind: "message", text: text,
+          turn_id: body.turn_id, in_reply_to: answering, state: body.state,
+          at: new Date().toISOString()
         });
         item.setAttribute("data-at", new Date().toISOString());
         scrollDown(true);
@@ -271,8 +340,13 @@
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       form.requestSubmit();
+    } else if (event.key === "Escape" && replyTo) {
+      event.preventDefault();
+      stopReply();
     }
   });
+
+  replyCancel.addEventListener("click", function () { stopReply(); box.focus(); });
 
   earlier.addEventListener("click", function () { loadEarlier(false); });
 

@@ -61,6 +61,18 @@ QUESTION_ASKED = "person.question"
 # The answer to a turn that came in by mail or text, sent back on its channel (or not):
 # where it went (inner_plane.channels.replies).
 CHANNEL_ANSWER = "channel.answer"
+# A message the delegate sent its person on the ``app`` channel (``notify_user``, or an
+# escalation): the conversation is that channel, so this event is the message.
+PERSON_NOTIFIED = "person.notified"
+# What the person's own view of the conversation shows besides their turns (one predicate: the
+# partial index below, migration 0029_conversation_person_view, and the reads in
+# journal/conversation/person.py): the assistant's replies, its questions and its messages on
+# the app channel. An assistant event without a reply (a background run that said nothing) is
+# not in it, so a page never walks past them.
+PERSON_VISIBLE = (
+    "(type IN ('person.question', 'person.notified') "
+    "OR (type = 'assistant.message' AND jsonb_typeof(payload->'reply') = 'string'))"
+)
 
 
 class ConversationRow(Base):
@@ -119,12 +131,12 @@ class ConversationEventRow(Base):
             postgresql_where=sqlalchemy.text("turn_id IS NOT NULL"),
         ),
         Index("ix_conversation_events_created_at", "created_at"),
-        # Migration 0021_conversation_api: the person's history, newest first.
+        # Migration 0029_conversation_person_view: the person's history, newest first.
         Index(
-            "ix_conversation_events_assistant",
+            "ix_conversation_events_person",
             "delegate_id",
             "seq",
-            postgresql_where=sqlalchemy.text("type = 'assistant.message'"),
+            postgresql_where=sqlalchemy.text(PERSON_VISIBLE),
         ),
     )
 
@@ -230,6 +242,21 @@ def current_conversation(connection: sqlalchemy.Connection, delegate_id: str) ->
     return connection.execute(  # type: ignore[no-any-return]
         select(_C.c.id).where(_C.c.delegate_id == delegate_id, _C.c.ended_at.is_(None))
     ).scalar_one()
+
+
+# The delegate's conversation opened if it has none open (nothing written when it has): sent
+# along with the lane's claim, so the opening's append never needs a second statement.
+_OPEN_IF_NONE = text(
+    """
+    INSERT INTO conversations (id, delegate_id) VALUES (CAST(:id AS uuid), :delegate)
+    ON CONFLICT (delegate_id) WHERE ended_at IS NULL DO NOTHING
+    """
+)
+
+
+def open_conversation(delegate_id: str) -> tuple[sqlalchemy.TextClause, dict[str, str]]:
+    """The statement that opens the delegate's conversation unless one is open."""
+    return _OPEN_IF_NONE, {"id": str(uuid.uuid4()), "delegate": delegate_id}
 
 
 def start_conversation(engine: Engine, delegate_id: str) -> uuid.UUID:
@@ -420,11 +447,20 @@ def read_events(
         return [event_record(row) for row in connection.execute(query)]
 
 
-def turn_has_message(connection: sqlalchemy.Connection, turn_id: uuid.UUID) -> bool:
-    """Whether the user message of this turn is already in the timeline (a pre-empted turn
-    that runs again). ix_conversation_events_turn."""
-    return bool(
-        connection.execute(
-            select(sqlalchemy.exists().where(_E.c.turn_id == turn_id, _E.c.type == USER_MESSAGE))
-        ).scalar()
+def turn_message_journaled(turn: str) -> str:
+    """SQL: whether the user message of the turn whose id is ``turn`` (a column or parameter)
+    is already in the timeline (a pre-empted turn that runs again). ix_conversation_events_turn.
+    The lane's opening reads it in the statement that takes the turn."""
+    return (
+        "EXISTS (SELECT 1 FROM conversation_events"  # noqa: S608 - constant fragment
+        f" WHERE turn_id = {turn} AND type = '{USER_MESSAGE}')"
     )
+
+
+_TURN_HAS_MESSAGE = text(f"SELECT {turn_message_journaled('CAST(:turn AS uuid)')}")
+
+
+def turn_has_message(connection: sqlalchemy.Connection, turn_id: uuid.UUID) -> bool:
+    """Whether the user message of this turn is already in the timeline (see
+    :func:`turn_message_journaled`)."""
+    return bool(connection.execute(_TURN_HAS_MESSAGE, {"turn": str(turn_id)}).scalar())

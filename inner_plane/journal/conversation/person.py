@@ -1,13 +1,20 @@
-"""The conversation as the person sees it: their turns (``user_turns``) and the assistant's
-messages (``assistant.message`` events), nothing else of the journal.
+"""The conversation as the person sees it: their turns (``user_turns``) and what the delegate
+said to them (``events.PERSON_VISIBLE`` conversation events), nothing else of the journal.
 
-A person's message is their turn's text; an assistant message is the ``reply`` of an
-``assistant.message`` event and nothing more of its payload (which also carries the claimed
-batch and the envelope: inner context, never shown as anyone's words). Each message carries its
-turn's id and state; an autonomous reply (a wake that said something) has no turn and is
-``proactive``.
+A person's message is their turn's text (with the question it answers, ``in_reply_to``). The
+delegate says three kinds of things (``kind``):
 
-History pages backwards through two keysets at once (turns by ``seq``, assistant messages by
+- ``message``: the ``reply`` of an ``assistant.message`` event and nothing more of its payload
+  (which also carries the claimed batch and the envelope: inner context, never shown as anyone's
+  words). It carries its turn's id and state; an autonomous reply (a wake that said something)
+  has no turn and is ``proactive``.
+- ``question``: a question it asked when it settled a signal as needs_input
+  (``person.question``): the question's words, its id (the person's answer names it in
+  ``in_reply_to``) and what it is about (the signal's kind and source, never its data).
+- ``notice``: a message it sent on the ``app`` channel (``person.notified``: ``notify_user``,
+  or an escalation), with its subject.
+
+History pages backwards through two keysets at once (turns by ``seq``, the delegate's events by
 ``seq``), merged by time: the cursor holds both positions, so a page continues exactly where the
 previous one stopped whatever was written since.
 """
@@ -22,7 +29,8 @@ from typing import TypedDict
 
 from sqlalchemy import Connection, Engine, RowMapping, text
 
-from inner_plane.journal.database import reading
+from inner_plane.journal.conversation import events
+from inner_plane.journal.database import reading, single_statement
 
 # The states a person sees (user_turns.state done reads "answered").
 QUEUED, RUNNING, ANSWERED, FAILED = "queued", "running", "answered", "failed"
@@ -38,12 +46,27 @@ class Interruption(TypedDict):
     then: str
 
 
+class QuestionRef(TypedDict):
+    """The question an assistant message asks: answer it with ``in_reply_to`` = ``id``."""
+
+    id: str
+    about: str  # the signal's kind and source, never its data
+
+
+# What an assistant message is (a person's is always "message").
+MESSAGE, QUESTION, NOTICE = "message", "question", "notice"
+
+
 class MessageJson(TypedDict):
     """One message of the person's conversation, as the API sends it."""
 
     id: str
     role: str  # "person" or "assistant"
+    kind: str  # message, question (asks the person), notice (sent on the app channel)
     text: str
+    subject: str | None  # a notice's subject line
+    question: QuestionRef | None  # the question a "question" message asks
+    in_reply_to: str | None  # the question a person's message answers
     at: str
     channel: str | None
     turn_id: str | None
@@ -126,7 +149,9 @@ def accept_turn(
     }
     found = None
     for _ in range(3):  # a twin that rolled back between the statements: insert again
-        with engine.begin() as connection:
+        # The insert is one statement, atomic on its own: autocommit spares the BEGIN and
+        # COMMIT round trips on the path every turn takes.
+        with single_statement(engine) as connection:
             row = connection.execute(_ACCEPT, values).first()
             if row is not None:
                 return AcceptedTurn(row.id, _STATE[row.state], True)
@@ -144,7 +169,7 @@ def accept_turn(
 
 # --- reading messages -------------------------------------------------------------------------
 
-_TURN_COLUMNS = "t.id, t.seq, t.channel, t.text, t.state, t.created_at"
+_TURN_COLUMNS = "t.id, t.seq, t.channel, t.text, t.state, t.created_at, t.in_reply_to"
 _TURNS_BEFORE = text(
     f"SELECT {_TURN_COLUMNS} FROM user_turns t WHERE t.delegate_id = :delegate "  # noqa: S608
     "AND t.seq < :before ORDER BY t.seq DESC LIMIT :limit"
@@ -153,22 +178,25 @@ _TURNS_BY_ID = text(
     f"SELECT {_TURN_COLUMNS} FROM user_turns t WHERE t.delegate_id = :delegate "  # noqa: S608
     "AND t.id = ANY(CAST(:ids AS uuid[]))"
 )
-# Only the reply of an assistant event leaves the journal: the rest of its payload is the batch
-# and envelope (inner context).
-_REPLY_COLUMNS = (
-    "e.id, e.seq, e.turn_id, e.created_at, e.payload->>'reply' AS reply, "
-    "coalesce(e.payload->>'autonomous' = 'true', false) AS autonomous"
+# Only the words of the delegate's events leave the journal (the rest of an assistant event's
+# payload is the batch and envelope: inner context). Walks ix_conversation_events_person, whose
+# predicate is events.PERSON_VISIBLE (repeated here so the planner can use it).
+_SAID_COLUMNS = (
+    "e.id, e.seq, e.type, e.turn_id, e.created_at, e.payload->>'reply' AS reply, "
+    "coalesce(e.payload->>'autonomous' = 'true', false) AS autonomous, "
+    "e.payload->>'text' AS question_text, e.payload->>'question_id' AS question_id, "
+    "e.payload->>'about' AS about, e.payload->>'subject' AS subject, "
+    "e.payload->>'body' AS body"
 )
-_REPLIES_BEFORE = text(
-    f"SELECT {_REPLY_COLUMNS} FROM conversation_events e "  # noqa: S608
-    "WHERE e.delegate_id = :delegate AND e.type = 'assistant.message' AND e.seq < :before "
-    "AND jsonb_typeof(e.payload->'reply') = 'string' ORDER BY e.seq DESC LIMIT :limit"
+_SAID_BEFORE = text(
+    f"SELECT {_SAID_COLUMNS} FROM conversation_events e "  # noqa: S608
+    f"WHERE e.delegate_id = :delegate AND {events.PERSON_VISIBLE} AND e.seq < :before "
+    "ORDER BY e.seq DESC LIMIT :limit"
 )
-_REPLIES_BY_SEQ = text(
-    f"SELECT {_REPLY_COLUMNS} FROM conversation_events e "  # noqa: S608
+_SAID_BY_SEQ = text(
+    f"SELECT {_SAID_COLUMNS} FROM conversation_events e "  # noqa: S608
     "WHERE e.seq = ANY(CAST(:seqs AS bigint[])) AND e.delegate_id = :delegate "
-    "AND e.type = 'assistant.message' AND jsonb_typeof(e.payload->'reply') = 'string' "
-    "ORDER BY e.seq"
+    f"AND {events.PERSON_VISIBLE} ORDER BY e.seq"
 )
 # Per turn: was it ever interrupted (and why, last), and why its last activation failed.
 _TURN_HISTORY = text(
@@ -214,7 +242,7 @@ def messages_page(engine: Engine, delegate_id: str, cursor: str | None, limit: i
             _TURNS_BEFORE, {"delegate": delegate_id, "before": turn_before, "limit": limit + 1}
         ).all()
         replies = connection.execute(
-            _REPLIES_BEFORE, {"delegate": delegate_id, "before": reply_before, "limit": limit + 1}
+            _SAID_BEFORE, {"delegate": delegate_id, "before": reply_before, "limit": limit + 1}
         ).all()
         # Newest first, merged by time (a reply is newer than its turn at the same instant).
         merged: list[tuple[str, RowMapping]] = []
@@ -272,10 +300,15 @@ def _interruption(history: RowMapping | None) -> Interruption | None:
 
 def person_message(row: RowMapping, history: RowMapping | None) -> MessageJson:
     state = _STATE[row["state"]]
+    answers = row["in_reply_to"]
     return MessageJson(
         id=str(row["id"]),
         role="person",
+        kind=MESSAGE,
         text=row["text"],
+        subject=None,
+        question=None,
+        in_reply_to=None if answers is None else str(answers),
         at=_iso(row["created_at"]),
         channel=row["channel"],
         turn_id=str(row["id"]),
@@ -289,14 +322,47 @@ def person_message(row: RowMapping, history: RowMapping | None) -> MessageJson:
 
 
 def assistant_message(row: RowMapping) -> MessageJson:
+    """What the delegate said, by its event's type (a field a damaged payload lacks reads as
+    empty, never as an error)."""
+    kind = row["type"]
+    if kind == events.QUESTION_ASKED:
+        return _said(
+            row,
+            QUESTION,
+            row["question_text"] or "",
+            question=QuestionRef(id=row["question_id"] or "", about=row["about"] or ""),
+        )
+    if kind == events.PERSON_NOTIFIED:
+        return _said(row, NOTICE, row["body"] or "", subject=row["subject"] or "")
     turn_id = row["turn_id"]
+    return _said(
+        row,
+        MESSAGE,
+        row["reply"] or "",
+        turn_id=None if turn_id is None else str(turn_id),
+    )
+
+
+def _said(
+    row: RowMapping,
+    kind: str,
+    words: str,
+    *,
+    turn_id: str | None = None,
+    subject: str | None = None,
+    question: QuestionRef | None = None,
+) -> MessageJson:
     return MessageJson(
         id=str(row["id"]),
         role="assistant",
-        text=row["reply"],
+        kind=kind,
+        text=words,
+        subject=subject,
+        question=question,
+        in_reply_to=None,
         at=_iso(row["created_at"]),
         channel=None,
-        turn_id=None if turn_id is None else str(turn_id),
+        turn_id=turn_id,
         state=None if turn_id is None else ANSWERED,
         reason=None,
         interrupted=None,
@@ -346,12 +412,12 @@ def turn_changes(engine: Engine, delegate_id: str, turn_ids: Sequence[str]) -> l
 def new_assistant_messages(
     engine: Engine, delegate_id: str, seqs: Sequence[str]
 ) -> list[MessageJson]:
-    """The assistant messages among newly appended conversation events."""
+    """What the delegate said among newly appended conversation events."""
     numbers = [int(s) for s in seqs if s.isdigit() and s.isascii()]
     if not numbers:
         return []
     with reading(engine) as connection:
-        rows = connection.execute(_REPLIES_BY_SEQ, {"delegate": delegate_id, "seqs": numbers})
+        rows = connection.execute(_SAID_BY_SEQ, {"delegate": delegate_id, "seqs": numbers})
         return [assistant_message(row._mapping) for row in rows]
 
 

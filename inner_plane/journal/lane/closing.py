@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Literal
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 
 from inner_plane.activation import (
     Activation,
@@ -28,12 +29,13 @@ from inner_plane.activation import (
     SignalOutcome,
     WorkingContext,
 )
+from inner_plane.journal import pipeline
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import thoughtflow
 from inner_plane.journal.conversation import usage as usage_journal
 from inner_plane.journal.lane.activations import FINISH_CTE
 from inner_plane.journal.lane.claims.settle import SETTLE_CTES, settle_rows
-from inner_plane.journal.lane.leases import LeaseLost
+from inner_plane.journal.lane.leases import LeaseLost, fence_check, is_lease_lost
 from inner_plane.journal.lane.user_turns import FINISH_TURN_CTE, REQUEUE_TURN_CTE
 
 
@@ -100,12 +102,22 @@ def close_activation(
         else:
             ctes.append(FINISH_TURN_CTE)
             params.update(turn_state=turn.state, turn_reply=turn.reply)
-    finished: datetime | None = conversation.append_events(
-        connection,
-        activation.delegate_id,
-        [*thoughtflow.conversation_events(activation, context, result), *then],
-        conversation.Along(", ".join(ctes), params, "SELECT finished_at FROM finished"),
-    )
+    # The fence again, as a statement that aborts the transaction when stale, right after this
+    # one: what the caller sends after it (the next window, the COMMIT) rides in this round
+    # trip, and a stale holder's COMMIT ends as a rollback.
+    pipeline.after(connection, *fence_check(activation.delegate_id, activation.epoch))
+    pipeline.ending(connection)
+    try:
+        finished: datetime | None = conversation.append_events(
+            connection,
+            activation.delegate_id,
+            [*thoughtflow.conversation_events(activation, context, result), *then],
+            conversation.Along(", ".join(ctes), params, "SELECT finished_at FROM finished"),
+        )
+    except DBAPIError as error:
+        if is_lease_lost(error):
+            raise LeaseLost(activation.delegate_id, activation.epoch, None) from None
+        raise
     if finished is None:
         raise LeaseLost(activation.delegate_id, activation.epoch, None)
     return finished

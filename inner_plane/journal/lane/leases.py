@@ -7,7 +7,7 @@ expired lock) writes nothing. PostgreSQL ``now()`` is the only clock: worker clo
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, TextClause, text
 from sqlalchemy.exc import DBAPIError
 
 from inner_plane.journal.database import SKIP_FLUSH, autocommitted, single_statement
@@ -104,6 +104,33 @@ _RELEASE_AND_LET_GO = text(
     """  # noqa: S608 - constant fragments
 )
 _FENCE = text(f"SELECT {FENCED_EPOCH}")
+# The fence as a statement that aborts its transaction when stale (migration 0028's
+# ``inner_plane_check`` raises SQLSTATE IP409): sent in one round trip with statements after it
+# and the COMMIT, which then ends as a rollback. The read stays here, in sight of the plan test.
+_FENCE_CHECK_SQL = f"""
+    SELECT inner_plane_check({FENCED_EPOCH} = :epoch,
+                             format('lease of delegate %s lost: holding epoch %s',
+                                    CAST(:delegate AS text), CAST(:epoch AS bigint))){{extra}}
+"""
+_FENCE_CHECK = text(_FENCE_CHECK_SQL.format(extra=""))
+_FENCE_CHECK_SKIP_FLUSH = text(_FENCE_CHECK_SQL.format(extra=f", {SKIP_FLUSH}"))
+LEASE_LOST_SQLSTATE = "IP409"
+
+
+def fence_check(
+    delegate_id: str, epoch: int, skip_flush: bool = False
+) -> tuple[TextClause, dict[str, object]]:
+    """:func:`fence` as a statement that raises (SQLSTATE IP409) instead of answering: for a
+    round trip that sends what depends on it, COMMIT included, at once. ``skip_flush``: its
+    transaction's commit need not wait for a WAL flush (see ``database.SKIP_FLUSH``)."""
+    statement = _FENCE_CHECK_SKIP_FLUSH if skip_flush else _FENCE_CHECK
+    return statement, {"delegate": delegate_id, "epoch": epoch}
+
+
+def is_lease_lost(error: BaseException) -> bool:
+    """Whether a database error is :func:`fence_check` refusing a stale epoch."""
+    orig = getattr(error, "orig", error)
+    return getattr(orig, "sqlstate", None) == LEASE_LOST_SQLSTATE
 
 
 def fence(connection: Connection, delegate_id: str, epoch: int) -> None:
@@ -197,6 +224,13 @@ class Leases:
                 _RENEW, {"delegate": delegate_id, "epoch": epoch, "ttl": ttl_s}
             ).scalar()
         return renewed is not None
+
+    @staticmethod
+    def release_in(connection: Connection, delegate_id: str, epoch: int) -> bool:
+        """:meth:`release` with ``connection`` (the holder's own), in the caller's transaction
+        on it: the release commits with that transaction."""
+        params = {"delegate": delegate_id, "epoch": epoch}
+        return connection.execute(_RELEASE_AND_LET_GO, params).one()[-1] is not None
 
     def release(self, delegate_id: str, epoch: int, connection: Connection | None = None) -> bool:
         """Release the lease if ``epoch`` still holds it. With ``connection`` (the holder's own,

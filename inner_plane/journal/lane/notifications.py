@@ -124,10 +124,16 @@ def created_at(engine: Engine, notification_id: uuid.UUID) -> datetime:
 
 def finish(engine: Engine, notification_id: uuid.UUID, error: str | None) -> None:
     with single_statement(engine) as connection:
-        connection.execute(
-            _FINISH,
-            {"id": notification_id, "state": "sent" if error is None else "failed", "error": error},
-        )
+        finish_on(connection, notification_id, error)
+
+
+def finish_on(connection: Connection, notification_id: uuid.UUID, error: str | None) -> None:
+    """:func:`finish` in the caller's transaction (the app channel marks its message sent in
+    the transaction that writes it into the conversation)."""
+    connection.execute(
+        _FINISH,
+        {"id": notification_id, "state": "sent" if error is None else "failed", "error": error},
+    )
 
 
 @dataclass(frozen=True)
@@ -140,11 +146,12 @@ class Waiting:
     channel: str
     subject: str
     body: str
+    activation_id: uuid.UUID | None
 
 
 _TAKE_DUE = text(
     f"""
-    SELECT id, delegate_id, effect_key, channel, subject, body FROM notifications
+    SELECT id, delegate_id, effect_key, channel, subject, body, activation_id FROM notifications
      WHERE {NOTIFICATION_DUE}
      ORDER BY not_before LIMIT 1 FOR UPDATE SKIP LOCKED
     """  # noqa: S608 - a constant predicate

@@ -3,11 +3,13 @@ work, and finished (or re-queued when pre-empted) in the activation's fenced tra
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Engine, RowMapping, text
+from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
 
 from inner_plane.journal.database import reading
 
@@ -24,6 +26,8 @@ class UserTurn:
     reply: str | None
     finished_at: datetime | None
     in_reply_to: uuid.UUID | None = None
+    # Whether its user message is journaled already, when the statement that took it read it.
+    message_journaled: bool | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> UserTurn:
@@ -35,25 +39,41 @@ _COLUMNS = (
     "finished_at", "in_reply_to",
 )  # fmt: skip
 
-_TAKE = text(
-    f"""
-    WITH picked AS (
-        SELECT id FROM user_turns WHERE delegate_id = :delegate AND state = 'queued'
-         ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED
+
+@functools.lru_cache(maxsize=4)
+def _take(also: str) -> TextClause:
+    return text(
+        f"""
+        WITH picked AS (
+            SELECT id FROM user_turns WHERE delegate_id = :delegate AND state = 'queued'
+             ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED
+        )
+        UPDATE user_turns t SET state = 'running', activation_id = :activation
+          FROM picked WHERE t.id = picked.id
+        RETURNING {", ".join("t." + name for name in _COLUMNS)}{also}
+        """  # noqa: S608 - constant column list and fragment
     )
-    UPDATE user_turns t SET state = 'running', activation_id = :activation
-      FROM picked WHERE t.id = picked.id
-    RETURNING {", ".join("t." + name for name in _COLUMNS)}
-    """  # noqa: S608 - constant column list
-)
 
 
 def next_user_turn(
-    connection: Connection, delegate_id: str, activation_id: uuid.UUID
+    connection: Connection,
+    delegate_id: str,
+    activation_id: uuid.UUID,
+    message_journaled: str | None = None,
 ) -> UserTurn | None:
-    """Take the delegate's oldest queued turn for this activation."""
-    row = connection.execute(_TAKE, {"delegate": delegate_id, "activation": activation_id}).first()
-    return None if row is None else UserTurn.from_row(row._mapping)
+    """Take the delegate's oldest queued turn for this activation. ``message_journaled``: the
+    SQL (of the turn's id, ``t.id``) that says whether its user message is journaled already,
+    read in the same statement (the conversation's rule, given by the caller)."""
+    also = "" if message_journaled is None else f", {message_journaled} AS message_journaled"
+    row = connection.execute(
+        _take(also), {"delegate": delegate_id, "activation": activation_id}
+    ).first()
+    if row is None:
+        return None
+    turn = UserTurn.from_row(row._mapping)
+    if message_journaled is None:
+        return turn
+    return dataclasses.replace(turn, message_journaled=bool(row.message_journaled))
 
 
 def turn_waiting(connection: Connection, delegate_id: str) -> bool:

@@ -105,9 +105,23 @@ SELECT d.delegate_id,
             SELECT s.state, count(*) AS n FROM signals s
              WHERE s.delegate_id = d.delegate_id AND s.created_at > now() - interval '1 hour'
              GROUP BY s.state) h) AS last_hour_by_state,
+       u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens,
+       u.calls AS model_calls, u.cost_usd,
+       win.method AS window_method, win.version AS window_version,
+       win.item_tokens AS window_item_tokens, win.failures AS window_failures,
+       win.retry_at AS window_retry_at,
        now() AS now
   FROM unnest(CAST(:delegates AS text[])) AS d(delegate_id)
   LEFT JOIN leases l ON l.delegate_id = d.delegate_id
+  -- Today's token usage (UTC day) and the open conversation's context window: a primary-key
+  -- row each.
+  LEFT JOIN token_usage_daily u
+         ON u.delegate_id = d.delegate_id AND u.day = (now() AT TIME ZONE 'UTC')::date
+  LEFT JOIN LATERAL (
+      SELECT w.method, w.version, w.item_tokens, w.failures, w.retry_at
+        FROM context_windows w
+        JOIN conversations c ON c.id = w.conversation_id AND c.ended_at IS NULL
+       WHERE w.delegate_id = d.delegate_id) win ON TRUE
   LEFT JOIN LATERAL (
       SELECT t.id, t.name, t.purpose, t.next_due FROM timers t
        WHERE t.delegate_id = d.delegate_id AND t.state = 'active' AND t.next_due IS NOT NULL
@@ -130,6 +144,7 @@ def delegates_overview(
     engine: Engine,
     *,
     wake_budget_per_hour: int,
+    daily_token_budget: int | None = None,
     delegate_id: str | None = None,
     name: str | None = None,
     cursor: str | None = None,
@@ -137,7 +152,8 @@ def delegates_overview(
 ) -> Page:
     """For each delegate: lane state (idle, waiting, running) with holder, epoch and running
     activation; counts by state, the oldest pending signal's age and the next due time; the
-    wake budget used and the last activation. ``name``: only the delegates whose person's
+    wake budget used, today's tokens with their cost (and the daily token budget), the context
+    window's state and the last activation. ``name``: only the delegates whose person's
     display name starts with it (any case), in the order of the names."""
     next_cursor: str | None = None
     with reading(engine) as connection:
@@ -178,10 +194,12 @@ def delegates_overview(
             r.delegate_id: r
             for r in connection.execute(text(_LAST_ACTIVATION), {"delegates": names})
         }
-    items = {
-        row.delegate_id: _overview_item(row, last.get(row.delegate_id), wake_budget_per_hour)
-        for row in rows
-    }
+    items = {}
+    for row in rows:
+        item = _overview_item(row, last.get(row.delegate_id), wake_budget_per_hour)
+        item["tokens_today"] = _tokens_today(row, daily_token_budget)
+        item["context_window"] = _context_window(row)
+        items[row.delegate_id] = item
     # In the page's order (by name when searched by name).
     return Page([items[n] for n in names if n in items], next_cursor)
 
@@ -238,6 +256,35 @@ def _overview_item(row: Row[Any], last: Row[Any] | None, budget: int) -> dict[st
         },
         "wake_budget": {"used": row.wake_budget_used, "per_hour": budget},
         "last_activation": last_activation,
+    }
+
+
+def _tokens_today(row: Row[Any], budget: int | None) -> dict[str, Any]:
+    """The delegate's model tokens of the current UTC day (input + output count against the
+    daily budget), their parts, calls and estimated cost."""
+    parts = {
+        name: int(getattr(row, name) or 0)
+        for name in ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens")
+    }
+    return {
+        "tokens": parts["input_tokens"] + parts["output_tokens"],
+        **parts,
+        "calls": int(row.model_calls or 0),
+        "cost_usd": round(float(row.cost_usd or 0.0), 6),
+        "budget": budget,
+    }
+
+
+def _context_window(row: Row[Any]) -> dict[str, Any] | None:
+    """The open conversation's context window (None: never compacted nor tried)."""
+    if row.window_version is None:
+        return None
+    return {
+        "method": row.window_method,
+        "version": row.window_version,
+        "item_tokens": row.window_item_tokens,
+        "failures": row.window_failures,
+        "retry_at": jsonable(row.window_retry_at),
     }
 
 

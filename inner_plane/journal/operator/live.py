@@ -173,17 +173,28 @@ def _raise(
     data: Mapping[str, object],
     ids: list[str] | None,
 ) -> int:
-    row = connection.execute(
-        statement,
-        {
-            "delegate": delegate_id,
-            "topic": LIVE_ONLY,
-            "ids": ids or [],
-            "data": json.dumps(data, default=str),
-            "channel": CHANNEL,
-        },
-    ).one()
+    row = connection.execute(statement, _raise_params(delegate_id, data, ids)).one()
     return int(row.id)
+
+
+def _raise_params(
+    delegate_id: str | None, data: Mapping[str, object], ids: list[str] | None
+) -> dict[str, Any]:
+    return {
+        "delegate": delegate_id,
+        "topic": LIVE_ONLY,
+        "ids": ids or [],
+        "data": json.dumps(data, default=str),
+        "channel": CHANNEL,
+    }
+
+
+def raise_live_statement(
+    delegate_id: str | None, data: Mapping[str, object], ids: list[str] | None = None
+) -> tuple[TextClause, dict[str, Any]]:
+    """:func:`raise_live_now` as a statement to send along with another (autocommit: it
+    commits as the round trip's implicit transaction does)."""
+    return _RAISE_NOW, _raise_params(delegate_id, data, ids)
 
 
 def raise_live_now(

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Index,
     Table,
     Text,
+    TextClause,
     Time,
     func,
     select,
@@ -103,6 +104,21 @@ class Person:
 
 def _clock(value: time) -> str:
     return value.strftime("%H:%M:%S" if value.second else "%H:%M")
+
+
+# The person's time zone alone, for a statement to send along with another (the lane's opening
+# reads it for the composer in its claim's round trip): no row when the delegate has no person.
+_ZONE = text("SELECT time_zone FROM people WHERE delegate_id = :delegate")
+
+
+def zone_statement(delegate_id: str) -> tuple[TextClause, dict[str, str]]:
+    """The statement that reads the delegate's person's time zone (see :func:`zone_answer`)."""
+    return _ZONE, {"delegate": delegate_id}
+
+
+def zone_answer(rows: list[dict[str, Any]]) -> str:
+    """The zone that statement read: "" when the delegate has no person."""
+    return str(rows[0]["time_zone"]) if rows else ""
 
 
 class PersonExists(Exception):

@@ -35,7 +35,11 @@ from inner_plane.journal.lane.claims.window import (
     SafePointCheck,
     due_window,
     has_work,
+    has_work_answer,
     safe_point_check,
+    window_answer,
+    window_statement,
+    work_left,
 )
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "due_window",
     "fail_claims",
     "has_work",
+    "has_work_answer",
     "kill_exhausted",
     "note_due",
     "quarantine",
@@ -61,4 +66,7 @@ __all__ = [
     "safe_point_check",
     "settle_rows",
     "stop_chains",
+    "window_answer",
+    "window_statement",
+    "work_left",
 ]

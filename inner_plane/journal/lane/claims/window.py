@@ -4,10 +4,12 @@ Each reads the fence ("fenced") or "due" from :mod:`inner_plane.journal.predicat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, TextClause, text
 
 from inner_plane.journal.database import SKIP_FLUSH
 from inner_plane.journal.policy import IN_FORCE_COLUMNS
@@ -102,8 +104,18 @@ def due_window(connection: Connection, delegate_id: str, opening: bool = False) 
 
     ``opening``: the first statement of the transaction that opens an activation, whose commit
     need not wait for a WAL flush (see ``database.SKIP_FLUSH``); never in one that settles."""
-    query = _DUE_WINDOW_OPENING if opening else _DUE_WINDOW
-    row = connection.execute(query, {"delegate": delegate_id}).one()._mapping
+    query, params = window_statement(delegate_id, opening)
+    return window_answer(connection.execute(query, params).one()._mapping)
+
+
+def window_statement(delegate_id: str, opening: bool = False) -> tuple[TextClause, dict[str, str]]:
+    """:func:`due_window` as a statement to send along with another (its answer:
+    :func:`window_answer`)."""
+    return (_DUE_WINDOW_OPENING if opening else _DUE_WINDOW), {"delegate": delegate_id}
+
+
+def window_answer(row: Mapping[Any, Any]) -> DueWindow:
+    """The :class:`DueWindow` a row of the due-window statement says."""
     return DueWindow(
         count=int(row["n"]),
         oldest=row["oldest"],
@@ -173,3 +185,13 @@ _HAS_WORK = text(
 def has_work(connection: Connection, delegate_id: str) -> bool:
     """A due wake/interrupt signal or a queued user turn (the check after releasing)."""
     return bool(connection.execute(_HAS_WORK, {"delegate": delegate_id}).scalar())
+
+
+def work_left(delegate_id: str) -> tuple[TextClause, dict[str, str]]:
+    """:func:`has_work` as a statement to send along with another (its answer:
+    :func:`has_work_answer`)."""
+    return _HAS_WORK, {"delegate": delegate_id}
+
+
+def has_work_answer(row: Mapping[str, object]) -> bool:
+    return bool(next(iter(row.values())))

@@ -1,0 +1,208 @@
+"""Statements that ride along with the next one: sent in its round trip (psycopg's pipeline
+mode), each still a statement of its own.
+
+Over a network every round trip to PostgreSQL costs its latency, so the lane sends what it
+already knows it will send together: ``BEGIN`` with a transaction's first statement, ``COMMIT``
+(and what follows a commit) with its last, independent reads beside the statement that needs
+their neighbour. :func:`ahead` and :func:`after` queue a statement on a connection; the next
+statement that connection executes through SQLAlchemy sends them before or after itself, in
+one pipeline ending in one Sync, and each queued statement's rows are then in its
+:class:`Queued`. An error in any of them raises from that execution, as a statement's own
+would: the caller's transaction rolls back as ever.
+
+Every queued statement is announced to the engine's ``before_cursor_execute`` and
+``after_cursor_execute`` listeners like any other, so the query-plan test explains it and the
+statement counters count it. Explicit
+``BEGIN``/``COMMIT`` need the connection in autocommit (see :func:`pipelined_transaction`):
+then psycopg sends no ``BEGIN`` of its own, and SQLAlchemy's commit finds nothing left to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, TextClause, event, text
+
+_AHEAD = "inner_plane.pipeline.ahead"
+_AFTER = "inner_plane.pipeline.after"
+_END = "inner_plane.pipeline.end"
+
+
+@dataclass
+class Queued:
+    """One statement queued to ride along; its rows (as mappings) once it has run."""
+
+    sql: str
+    parameters: Mapping[str, Any] | None
+    _rows: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def ran(self) -> bool:
+        return self._rows is not None
+
+    def rows(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            raise RuntimeError("the statement it rides along with has not run")
+        return self._rows
+
+    def first(self) -> dict[str, Any] | None:
+        rows = self.rows()
+        return rows[0] if rows else None
+
+    def one(self) -> dict[str, Any]:
+        rows = self.rows()
+        if len(rows) != 1:
+            raise RuntimeError(f"expected one row, got {len(rows)}")
+        return rows[0]
+
+
+def _compiled(
+    connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None
+) -> tuple[str, Mapping[str, Any] | None]:
+    if isinstance(clause, str):
+        clause = text(clause)
+    compiled = clause.compile(dialect=connection.dialect)
+    # Always a mapping (empty when none): psycopg then reads ``%%`` as ``%``, as SQLAlchemy's
+    # own execution does.
+    return compiled.string, dict(compiled.construct_params(dict(params or {})))
+
+
+def ahead(
+    connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None = None
+) -> Queued:
+    """Send ``clause`` just before the next statement ``connection`` executes, in its round
+    trip."""
+    return _queue(connection, _AHEAD, clause, params)
+
+
+def after(
+    connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None = None
+) -> Queued:
+    """Send ``clause`` just after the next statement ``connection`` executes, in its round
+    trip (in the order queued)."""
+    return _queue(connection, _AFTER, clause, params)
+
+
+def at_end(
+    connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None = None
+) -> Queued:
+    """Send ``clause`` after the statement that ends the transaction's work, whichever it is:
+    that statement calls :func:`ending` just before it runs (the lane's closing: its window
+    read and its COMMIT ride with the statement that closes the activation). Left unsent if no
+    statement does."""
+    return _queue(connection, _END, clause, params)
+
+
+def ending(connection: Connection) -> None:
+    """The next statement ends the transaction's work: what :func:`at_end` queued rides after
+    it (and after whatever :func:`after` queued already)."""
+    connection.info.setdefault(_AFTER, []).extend(connection.info.pop(_END, []))
+
+
+def _queue(
+    connection: Connection, key: str, clause: TextClause | str, params: Mapping[str, Any] | None
+) -> Queued:
+    _install(connection)
+    sql, parameters = _compiled(connection, clause, params)
+    queued = Queued(sql, parameters)
+    connection.info.setdefault(key, []).append(queued)
+    return queued
+
+
+def discard(connection: Connection) -> None:
+    """Forget whatever is still queued (the statement it waited for will not run)."""
+    connection.info.pop(_AHEAD, None)
+    connection.info.pop(_AFTER, None)
+    connection.info.pop(_END, None)
+
+
+@contextmanager
+def pipelined_transaction(connection: Connection) -> Iterator[Connection]:
+    """A transaction on ``connection`` whose ``BEGIN`` rides with its first statement: the
+    connection in autocommit for its duration, ``BEGIN`` queued ahead. Queue ``COMMIT`` with
+    :func:`after` on its last statement to end it in that statement's round trip; otherwise
+    it commits on exit (a round trip of its own), or rolls back on an error."""
+    connection.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with connection.begin():
+            ahead(connection, "BEGIN")
+            try:
+                yield connection
+            except BaseException:
+                discard(connection)
+                # A connection the error broke is SQLAlchemy's to invalidate: its own rollback
+                # follows; the error that ended the transaction is the one to raise.
+                with contextlib.suppress(Exception):
+                    _end(connection, "ROLLBACK")
+                raise
+            discard(connection)
+            _end(connection, "COMMIT")
+    finally:
+        connection.execution_options(isolation_level=connection.default_isolation_level)
+
+
+def _end(connection: Connection, command: str) -> None:
+    """End the explicit transaction if it is still open (psycopg reads the state from the
+    server's last answer: nothing is sent when none is open)."""
+    driver = connection.connection.driver_connection
+    if driver is None or driver.closed:
+        return
+    from psycopg.pq import TransactionStatus
+
+    if driver.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        driver.execute("ROLLBACK" if command == "ROLLBACK" or _failed(driver) else command)
+
+
+def _failed(driver: Any) -> bool:
+    from psycopg.pq import TransactionStatus
+
+    return bool(driver.info.transaction_status == TransactionStatus.INERROR)
+
+
+def _install(connection: Connection) -> None:
+    engine = connection.engine
+    if not event.contains(engine, "do_execute", _ride_along):
+        event.listen(engine, "do_execute", _ride_along)
+
+
+def _ride_along(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
+    """SQLAlchemy's execution of one statement, with whatever rides along with it."""
+    connection: Connection = context.root_connection
+    info = connection.info
+    ahead_of: list[Queued] = info.pop(_AHEAD, None) or []
+    after_it: list[Queued] = info.pop(_AFTER, None) or []
+    if not ahead_of and not after_it:
+        return False  # SQLAlchemy executes it as ever
+    driver = cursor.connection
+    cursors = []
+    with driver.pipeline():
+        for queued in ahead_of:
+            cursors.append((queued, _send(driver, queued, connection, context)))
+        cursor.execute(statement, parameters)
+        for queued in after_it:
+            cursors.append((queued, _send(driver, queued, connection, context)))
+    for queued, own in cursors:
+        queued._rows = _mappings(own)
+        for listener in connection.dispatch.after_cursor_execute:
+            listener(connection, own, queued.sql, queued.parameters, context, False)
+        own.close()
+    return True
+
+
+def _send(driver: Any, queued: Queued, connection: Connection, context: Any) -> Any:
+    own = driver.cursor()
+    for listener in connection.dispatch.before_cursor_execute:
+        listener(connection, own, queued.sql, queued.parameters, context, False)
+    own.execute(queued.sql, queued.parameters)
+    return own
+
+
+def _mappings(cursor: Any) -> list[dict[str, Any]]:
+    if cursor.description is None:
+        return []
+    names = [column.name for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -1,0 +1,74 @@
+"""Statements riding along with the next one (``inner_plane.journal.pipeline``): one round trip
+for all, each with its own rows, an error in any of them rolling the transaction back, and every
+one seen by the engine's statement listeners."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import DBAPIError
+
+from bench.latency_proxy import LatencyProxy, target_of, via
+from inner_plane.journal import pipeline
+from inner_plane.journal.plain import sqlalchemy_url
+from inner_plane.runtime import Runtime
+from tests.support.stores import Stores
+
+
+@pytest.fixture
+def counted(runtime: Runtime, clean_stores: Stores) -> Iterator[tuple[Engine, LatencyProxy]]:
+    with LatencyProxy({"pg": target_of(clean_stores.database_url)}, 0.0) as proxy:
+        engine = create_engine(
+            sqlalchemy_url(via(clean_stores.database_url, proxy.ports["pg"])), pool_size=1
+        )
+        try:
+            yield engine, proxy
+        finally:
+            engine.dispose()
+
+
+def test_a_transaction_and_its_statements_go_in_two_round_trips(
+    counted: tuple[Engine, LatencyProxy],
+) -> None:
+    engine, proxy = counted
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(str(args[2]).split()[0])
+
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1")).all()
+        connection.commit()
+        event.listen(engine, "before_cursor_execute", record)
+        proxy.reset()
+        with pipeline.pipelined_transaction(connection):
+            first = pipeline.ahead(connection, text("SELECT :n AS n, '100%' AS pct"), {"n": 7})
+            connection.execute(text("CREATE TEMP TABLE ride (n int) ON COMMIT DROP"))
+            pipeline.after(connection, "COMMIT")
+            rows = connection.execute(text("INSERT INTO ride VALUES (1), (2) RETURNING n")).all()
+        event.remove(engine, "before_cursor_execute", record)
+    assert proxy.stats()["pg"].round_trips == 2
+    assert first.one() == {"n": 7, "pct": "100%"}
+    assert sorted(r.n for r in rows) == [1, 2]
+    # Each statement is seen by the listeners, the ones riding along included.
+    assert sorted(seen) == ["BEGIN", "COMMIT", "CREATE", "INSERT", "SELECT"]
+
+
+def test_an_error_in_a_statement_riding_along_rolls_the_transaction_back(
+    runtime: Runtime,
+) -> None:
+    with runtime.engine.connect() as connection:
+        connection.execute(text("CREATE TABLE IF NOT EXISTS ride_test (n int)"))
+        connection.execute(text("TRUNCATE ride_test"))
+        connection.commit()
+        with pytest.raises(DBAPIError), pipeline.pipelined_transaction(connection):
+            connection.execute(text("INSERT INTO ride_test VALUES (1)"))
+            pipeline.after(connection, text("SELECT 1 / (SELECT count(*) - 2 FROM ride_test)"))
+            pipeline.after(connection, "COMMIT")
+            connection.execute(text("INSERT INTO ride_test VALUES (2)"))
+        assert connection.execute(text("SELECT count(*) FROM ride_test")).scalar() == 0
+        connection.execute(text("DROP TABLE ride_test"))
+        connection.commit()

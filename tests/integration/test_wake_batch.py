@@ -1,0 +1,64 @@
+"""The activates one publish decides go to the broker together (issue 30): on Redis, the
+messages and their task-sent events of any number of delegates in one round trip (counted on
+the wire by ``bench.latency_proxy``), and every one arrives on the activation queue."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+
+import pytest
+
+from bench.latency_proxy import LatencyProxy, target_of, via
+from inner_plane import celery_bridge
+from inner_plane.attention.wakes import wake_on_publish
+from inner_plane.runtime import Runtime, build_runtime, redis_client
+from inner_plane.signals.model import Mode, PublishResult
+from tests.support.stores import Stores
+
+
+def _activated(redis_url: str) -> list[str]:
+    """The delegate of each activate message on the activation queue."""
+    queued = redis_client(redis_url).lrange(celery_bridge.ACTIVATION_QUEUE, 0, -1)
+    return sorted(
+        json.loads(base64.b64decode(json.loads(message)["body"]))[0][0] for message in queued
+    )
+
+
+@pytest.mark.parametrize(("mode", "round_trips"), [(Mode.INTERRUPT, 1), (Mode.WAKE, 2)])
+def test_the_wakes_of_many_delegates_go_in_one_round_trip(
+    runtime: Runtime, clean_stores: Stores, mode: Mode, round_trips: int
+) -> None:
+    """Interrupts: the activates alone. Wakes: the one script that opens every delegate's
+    batching window, then the activates of the windows it opened."""
+    if clean_stores.broker.url is not None:
+        pytest.skip("the RabbitMQ leg publishes each message at once (AMQP has no batches)")
+    # Redis' round trips are the proxy's turns (the client sent after an answer reached it): a
+    # delay makes a pipeline written in several pieces one turn, as it is one wait.
+    target = {"redis": target_of(clean_stores.redis_url)}
+    with LatencyProxy(target, 0.005, postgres=set()) as proxy:
+        settings = runtime.settings.model_copy(
+            update={"redis_url": via(clean_stores.redis_url, proxy.ports["redis"])}
+        )
+        rt = build_runtime(settings)
+        warm = celery_bridge.TaskSend(celery_bridge.ACTIVATE_TASK, celery_bridge.ACTIVATION_QUEUE)
+        celery_bridge.send_together(settings, [warm, warm])  # connections and declarations
+        rt.redis.ping()
+        redis_client(clean_stores.redis_url).delete(celery_bridge.ACTIVATION_QUEUE)
+        published = [
+            PublishResult(
+                id=uuid.uuid4(),
+                deduplicated=False,
+                kind="task.completed",
+                source="tests",
+                mode=mode,
+                priority=50,
+                delegate_id=f"d{n}",
+            )
+            for n in range(5)
+        ]
+        proxy.reset()
+        wake_on_publish(rt, published)
+        assert proxy.stats()["redis"].round_trips == round_trips
+    assert _activated(clean_stores.redis_url) == [f"d{n}" for n in range(5)]
