@@ -4,6 +4,7 @@ names the field and stores nothing."""
 from __future__ import annotations
 
 import json
+import uuid
 
 from sqlalchemy import text
 from typer.testing import CliRunner
@@ -87,6 +88,7 @@ def test_a_stored_zone_the_system_no_longer_knows_fails_nothing(runtime: Runtime
     composer's time go on (the zone's quiet hours are not applied; the configured zone is)."""
     from datetime import UTC, datetime
 
+    from inner_plane.activation.model import Activation, Trigger
     from inner_plane.composer.compose import ContextComposer
     from inner_plane.outbound.route import route
 
@@ -98,5 +100,16 @@ def test_a_stored_zone_the_system_no_longer_knows_fails_nothing(runtime: Runtime
     listed = cli.invoke(app, ["delegates", "list", "--json"])
     assert listed.exit_code == 0 and json.loads(listed.stdout)[0]["time_zone"] == "Gone/Away"
     assert route(runtime, "ada", [], datetime.now(UTC)).not_before is None
-    zone, whose = ContextComposer(runtime)._zone_of("ada")
-    assert zone.key == runtime.settings.delegate_timezone and whose == "the delegate's"
+    # Both ways the composer learns the zone: read by itself, or as the lane's opening read it.
+    for given in (None, "Gone/Away"):
+        activation = Activation(
+            id=uuid.uuid4(),
+            delegate_id="ada",
+            trigger=Trigger.WAKE,
+            epoch=1,
+            now=datetime.now(UTC),
+            signals=(),
+            person_zone=given,
+        )
+        zone, whose = ContextComposer(runtime)._zone_of(activation)
+        assert zone.key == runtime.settings.delegate_timezone and whose == "the delegate's"
