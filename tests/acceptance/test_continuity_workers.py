@@ -138,10 +138,12 @@ def test_a_400_turn_conversation_stays_within_the_window_and_keeps_turn_one(
     replayed = [e for e in replay(runtime.engine, "default") if e["type"] == "context.compacted"]
     assert [e["seq"] for e in replayed][: len(compactions)] == [c["seq"] for c in compactions]
     assert all(e["label"] == "Inner Plane: context.compacted" for e in replayed)
-    # Background wakes ran between the turns (alone, or as inner context of the next turn).
+    # Background wakes ran between the turns: alone, or as inner context of the next turn when
+    # that turn came before the wake's batching window closed (which of the two is timing: on a
+    # quiet machine every wake can ride with the next turn).
     started = _events(runtime, conversation.ACTIVATION_STARTED)
     attached = _events(runtime, conversation.CONTEXT_ATTACHED)
-    assert started and len(started) + len(attached) >= TURNS // 25 - 1
+    assert len(started) + len(attached) >= TURNS // 25 - 1
     last = [s.body for s in served if not s.path.endswith("compact") and "tools" in s.body][-1]
     if api == "responses":
         assert isinstance(server, ResponsesServer)
