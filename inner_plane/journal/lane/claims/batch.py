@@ -38,14 +38,9 @@ def kill_exhausted(connection: Connection, delegate_id: str) -> list[Signal]:
     return dead
 
 
-_CLAIM = text(
-    f"""
-    WITH picked AS (
-        SELECT id FROM signals WHERE {due()}
-         ORDER BY priority DESC, seq
-         LIMIT :limit
-         FOR UPDATE SKIP LOCKED
-    ), claimed AS (
+# What a claim does with the rows it picked (``picked``), whichever way it picked them: mark
+# them claimed by the activation and record the claim, in the same statement.
+_CLAIM_PICKED = """, claimed AS (
         UPDATE signals s SET state = 'claimed', claimed_by = :activation,
                attempts = s.attempts + 1, updated_at = now()
           FROM picked WHERE s.id = picked.id
@@ -54,7 +49,16 @@ _CLAIM = text(
         INSERT INTO signal_events (signal_id, event, reason, activation_id, policy_version)
         SELECT id, 'claimed', '', :activation, :policy_version FROM claimed
     )
-    SELECT * FROM claimed
+    SELECT * FROM claimed"""
+
+_CLAIM = text(
+    f"""
+    WITH picked AS (
+        SELECT id FROM signals WHERE {due()}
+         ORDER BY priority DESC, seq
+         LIMIT :limit
+         FOR UPDATE SKIP LOCKED
+    ){_CLAIM_PICKED}
     """  # noqa: S608
 )
 
@@ -78,16 +82,7 @@ _CLAIM_LIMITED = text(
                 LIMIT :limit)
          ORDER BY s.priority DESC, s.seq
          FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-        UPDATE signals s SET state = 'claimed', claimed_by = :activation,
-               attempts = s.attempts + 1, updated_at = now()
-          FROM picked WHERE s.id = picked.id
-        RETURNING s.*
-    ), noted AS (
-        INSERT INTO signal_events (signal_id, event, reason, activation_id, policy_version)
-        SELECT id, 'claimed', '', :activation, :policy_version FROM claimed
-    )
-    SELECT * FROM claimed
+    ){_CLAIM_PICKED}
     """  # noqa: S608
 )
 
