@@ -85,6 +85,9 @@ TARGETS = (
     Target("lane_overhead", "redis_round_trips_per_activation", None),
     Target("lane_overhead", "overhead_p99_ms_rtt0_5", None, False, "overhead_p99_ms_rtt0"),
     Target("lane_overhead", "overhead_p99_ms_rtt1", 25.0, False, "overhead_p99_ms_rtt0"),
+    # Issue 28: activation overhead p50 with tracing exporting over tracing off, same process.
+    Target("lane_overhead", "otel_overhead_ratio", 1.1, False, "otel_off_overhead_p50_ms"),
+    Target("lane_overhead", "otel_cpu_ratio", None),
     Target("compose", "compose_p99_ms", 25.0, higher_is_better=False),
     Target("compose", "compose_vs_fts_p99", 3.0, higher_is_better=False),
     Target("continuity", "compose_p99_ms", None),
