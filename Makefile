@@ -4,22 +4,33 @@ PYTHON ?= $(shell for p in python3.12 python3.11 python3; do command -v $$p >/de
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-suite test-rabbitmq lint typecheck unit install bench clean bytecode
+.PHONY: run test test-suite test-rabbitmq lint typecheck unit install bench clean bytecode rewritten
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is required" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# pip compiles what it installs one file at a time; compileall does it on every core.
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
+	$(BIN)/python -m compileall -q -j 0 \
+		"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 	touch $(STAMP)
 
 install: $(STAMP) bytecode
 
 # The project's own bytecode, written once (up-to-date files are skipped): where
 # PYTHONDONTWRITEBYTECODE is set (CI machines), every process would otherwise compile the
-# package from source at start, about 150 ms of each CLI command and worker.
+# package from source at start, about 150 ms of each CLI command and worker. The tests' and
+# benchmarks' helpers too: each pytest process of `make test` (six at once) and every child
+# that imports one would compile them again, about 3 s of CPU per pytest process.
 bytecode: $(STAMP)
-	$(BIN)/python -m compileall -q -j 0 inner_plane workers beat_schedule
+	$(BIN)/python -m compileall -q -j 0 inner_plane workers beat_schedule tests bench
+
+# pytest's cache of the test modules (and of its plugins' modules) with their asserts rewritten,
+# which it does not write under PYTHONDONTWRITEBYTECODE either: each pytest process of `make test`
+# rewrote them all again, about 12 s of CPU before its first test (tests/support/rewrite_cache.py).
+rewritten: $(STAMP)
+	$(BIN)/python -m tests.support.rewrite_cache
 
 run: $(STAMP) bytecode
 	$(BIN)/inner-plane up
@@ -47,7 +58,7 @@ XDIST = --dist loadfile --no-loadscope-reorder
 # whenever any session starts, which cuts off the embedded PostgreSQL (it runs as a user of its
 # own under root) of a test whose plane lives in its tmp_path.
 BASETEMP = .inner-plane-test/tmp
-test: lint bytecode
+test: lint bytecode rewritten
 	@$(MAKE) --no-print-directory -j3 --output-sync=target typecheck test-suite test-rabbitmq
 
 # (`make test` compiled the bytecode before it starts these.)

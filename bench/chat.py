@@ -2,9 +2,11 @@
 
   (a) turn accept: ``POST /v1/delegates/D/conversation/turns`` (person token, Idempotency-Key,
       journal insert, wake) one after another on a kept-alive connection; baseline: a bare
-      FastAPI route on the same uvicorn that inserts one row with one statement;
+      FastAPI route on the same uvicorn that inserts one row with one statement; the two
+      alternate over ten rounds (each side's samples pooled), so machine noise hits both alike;
   (b) delta relay: a reply delta published as the lane publishes it (``ReplyStream``) until an
-      SSE client of the API reads it; baseline: a bare Redis pub/sub round trip;
+      SSE client of the API reads it; baseline: a bare Redis pub/sub round trip; alternating
+      over ten rounds as (a) does;
   (c) streams held: 1,000 concurrent SSE clients on one API process, every one receiving each
       delta; the relay p99 across all of them, and the API process's RSS growth.
 
@@ -48,6 +50,8 @@ from inner_plane.sources import person_auth
 from tests.support.stores import Stores, truncate_all
 
 TURNS = 300 if QUICK else 2_000
+# Turn accept and bare insert, and the delta relay and pub/sub, alternate this many times.
+ACCEPT_ROUNDS = 3 if QUICK else 10
 DELTAS = 200 if QUICK else 1_000
 STREAMS = 1_000
 HELD_DELTAS = 20 if QUICK else 50
@@ -94,11 +98,11 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def turn_accept(url: str, token: str) -> list[float]:
+def turn_accept(url: str, token: str, turns: int = TURNS) -> list[float]:
     headers = {"Authorization": f"Bearer {token}"}
     times: list[float] = []
     with httpx.Client(base_url=url, timeout=30) as client:
-        for n in range(TURNS + 20):
+        for n in range(turns + 20):
             started = time.perf_counter()
             answer = client.post(
                 f"{PATH}/turns",
@@ -112,10 +116,10 @@ def turn_accept(url: str, token: str) -> list[float]:
     return times
 
 
-def bare_insert(url: str) -> list[float]:
+def bare_insert(url: str, turns: int = TURNS) -> list[float]:
     times: list[float] = []
     with httpx.Client(base_url=url, timeout=30) as client:
-        for n in range(TURNS + 20):
+        for n in range(turns + 20):
             started = time.perf_counter()
             answer = client.post("/bare", json={"text": f"turn {n}"})
             elapsed = (time.perf_counter() - started) * 1000
@@ -222,7 +226,7 @@ async def _hold(
     return received, sum(1 for count in counts if count <= -(deltas + 1))
 
 
-def pubsub_round_trip(redis_url: str) -> list[float]:
+def pubsub_round_trip(redis_url: str, deltas: int = DELTAS) -> list[float]:
     client = redis.Redis.from_url(redis_url)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe("bench:pubsub")
@@ -233,13 +237,13 @@ def pubsub_round_trip(redis_url: str) -> list[float]:
         for message in pubsub.listen():
             times.append((time.time() - float(message["data"])) * 1000)
             got.set()
-            if len(times) >= DELTAS:
+            if len(times) >= deltas:
                 return
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     time.sleep(0.2)
-    for _ in range(DELTAS):
+    for _ in range(deltas):
         got.clear()
         client.publish("bench:pubsub", repr(time.time()))
         got.wait(5)
@@ -265,10 +269,31 @@ def main() -> None:
         api, api_url = serve(stores, "inner_plane.asgi:create_app")
         bare, bare_url = serve(stores, "bench.chat_baseline:create_app")
         try:
-            accept = turn_accept(api_url, token)
-            baseline = bare_insert(bare_url)
-            relay, _ = asyncio.run(_hold(api_url, token, 1, DELTAS, runtime))
-            pubsub = pubsub_round_trip(stores.redis_url or "")
+            # Rounds alternate the two (which goes first too), each side's samples pooled: a
+            # quiet or a noisy stretch of the shared machine then falls on both alike.
+            accept: list[float] = []
+            baseline: list[float] = []
+            for round_no in range(ACCEPT_ROUNDS):
+                sides = [
+                    lambda: accept.extend(turn_accept(api_url, token, TURNS // ACCEPT_ROUNDS)),
+                    lambda: baseline.extend(bare_insert(bare_url, TURNS // ACCEPT_ROUNDS)),
+                ]
+                for side in sides if round_no % 2 == 0 else reversed(sides):
+                    side()
+            # The relay and its baseline alternate too, each side's samples pooled.
+            relay: list[float] = []
+            pubsub: list[float] = []
+            for round_no in range(ACCEPT_ROUNDS):
+                measures = [
+                    lambda: relay.extend(
+                        asyncio.run(_hold(api_url, token, 1, DELTAS // ACCEPT_ROUNDS, runtime))[0]
+                    ),
+                    lambda: pubsub.extend(
+                        pubsub_round_trip(stores.redis_url or "", DELTAS // ACCEPT_ROUNDS)
+                    ),
+                ]
+                for measure in measures if round_no % 2 == 0 else reversed(measures):
+                    measure()
             before = rss_mb(api.pid)
             held, complete = asyncio.run(_hold(api_url, token, STREAMS, HELD_DELTAS, runtime))
             after = rss_mb(api.pid)

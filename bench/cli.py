@@ -9,6 +9,13 @@ interpreter, target <= 6), and the same ratio for `signals show` (``cli_show_vs_
 and `status` (``cli_status_vs_python_start``), targets <= 6 (issue 30). The CPU time of each run
 (user + system, ``cli_cpu_ms``) is reported too, with the same ratios of it (``*_cpu_vs_python``):
 on a shared machine it moves far less with the load than the wall time does.
+
+Two more baselines say how low those two commands could go: a process that only imports the
+libraries `signals show` cannot do without (psycopg, the journal's driver, and pydantic-settings,
+the settings' library; the collector off while they load, as the CLI has it), and the same with
+redis-py as `status` imports it (without OpenTelemetry's metrics SDK): ``cli_floor_vs_python_start``
+and ``cli_status_floor_vs_python_start``, with their CPU ratios. A command's ratio minus its
+floor's is what the CLI itself costs.
 """
 
 from __future__ import annotations
@@ -24,6 +31,15 @@ from bench import harness
 from bench.harness import median, p99, ratio, verdict
 
 ROUNDS = 5 if harness.QUICK else 15
+
+# The libraries `signals show` needs, loaded as the CLI loads them (the collector off, and what
+# they made frozen before the interpreter's last sweep).
+FLOOR = "import gc; gc.disable(); import psycopg, pydantic_settings; gc.freeze()"
+# And `status`'s: redis-py too, without the metrics SDK (inner_plane.cli.common.import_redis_lean).
+STATUS_FLOOR = (
+    "import gc, sys; gc.disable(); import psycopg, pydantic_settings; "
+    "sys.modules['opentelemetry.sdk.metrics'] = None; import redis; gc.freeze()"
+)
 
 
 def children_cpu_s() -> float:
@@ -64,6 +80,8 @@ def main() -> None:
             "help": [*cli, "--help"],
             "signals_show": [*cli, "signals", "show", str(signal_id)],
             "status": [*cli, "status", "--json"],
+            "floor": [*python, "-c", FLOOR],
+            "status_floor": [*python, "-c", STATUS_FLOOR],
         }
         # One warm-up each: the first run pays for cold file caches, not for the CLI.
         for command in commands.values():
@@ -89,7 +107,11 @@ def main() -> None:
         "cli_status_vs_python_start": ratio(p50["status"], p50["python"], 2),
         "cli_show_cpu_vs_python": ratio(cpu50["signals_show"], cpu50["python"], 2),
         "cli_status_cpu_vs_python": ratio(cpu50["status"], cpu50["python"], 2),
-        "cli_cpu_ms": {name: cpu50[name] for name in ("python", *cli)},
+        "cli_floor_vs_python_start": ratio(p50["floor"], p50["python"], 2),
+        "cli_status_floor_vs_python_start": ratio(p50["status_floor"], p50["python"], 2),
+        "cli_floor_cpu_vs_python": ratio(cpu50["floor"], cpu50["python"], 2),
+        "cli_status_floor_cpu_vs_python": ratio(cpu50["status_floor"], cpu50["python"], 2),
+        "cli_cpu_ms": {name: cpu50[name] for name in ("python", *cli, "floor", "status_floor")},
         "rounds": ROUNDS,
         "cpu_count": os.cpu_count(),
     }
@@ -107,6 +129,12 @@ def main() -> None:
             f"{label} over bare python: {figures[key]}x "
             + verdict(figures[key], 6, higher_is_better=False)
         )
+    print(
+        f"floors: signals show's libraries {figures['cli_floor_vs_python_start']}x "
+        f"(cpu {figures['cli_floor_cpu_vs_python']}x), status's "
+        f"{figures['cli_status_floor_vs_python_start']}x "
+        f"(cpu {figures['cli_status_floor_cpu_vs_python']}x)"
+    )
     harness.emit(figures)
 
 

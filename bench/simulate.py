@@ -4,7 +4,9 @@ memory stays flat as the journal grows, and how soon running processes follow a 
 Journals of its own, COPY-loaded into migrated databases: 100k and 1M signals (``--quick``: 10k
 and 100k) over 1,000 delegates, about 20 a second, each with the activation that delivered it,
 and a user turn per hundred signals. Each size is replayed in a child process under a candidate
-that batches ``task.*`` for a minute; the child reports its wall time and its peak RSS (VmHWM).
+that batches ``task.*`` for a minute, split across as many processes as ``simulate --workers``
+uses by default (the CPU count, at most 4); the child reports its wall time, the CPU seconds of
+the replay's processes and threads, and the largest peak RSS among them (VmHWM, ru_maxrss).
 Baseline, measured in the same child: reading the same streams without simulating (the
 journal's own cost), so ``simulate_overhead_ratio`` is what the virtual lanes add.
 
@@ -14,6 +16,7 @@ version; twenty versions are applied half a second apart. ``policy_pickup_p99_s`
 apply -> seen over every (version, process); the baseline is the poll alone (no LISTEN).
 
 The last line is one JSON object: ``simulate_signals_per_s`` (largest size; target >= 50,000),
+``simulate_signals_per_cpu_s`` (the same per CPU second: steadier on a shared machine),
 ``simulate_rss_mb`` (largest peak; <= 300), ``simulate_rss_growth_mb`` (largest - smallest:
 flat), ``policy_pickup_p99_s`` (<= 5).
 
@@ -23,7 +26,9 @@ flat), ``policy_pickup_p99_s`` (<= 5).
 from __future__ import annotations
 
 import json
+import os
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -111,6 +116,12 @@ def load(url: str, size: int) -> None:
         connection.commit()
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its ended children."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def child(url: str) -> None:
     """Replay the whole journal at ``url``; print wall times and the peak RSS as JSON."""
     from inner_plane.attention.document import SettingsDefaults, parse_document
@@ -118,7 +129,7 @@ def child(url: str) -> None:
     from inner_plane.journal import replay
     from inner_plane.journal.database import get_engine
     from inner_plane.signals.kinds import KindRegistry
-    from inner_plane.simulator.replay import simulate
+    from inner_plane.simulator.replay import default_workers, simulate
 
     settings = build_settings(database_url=url, redis_url="redis://127.0.0.1:1/0")
     engine = get_engine(url)
@@ -137,14 +148,18 @@ def child(url: str) -> None:
     document = parse_document(
         CANDIDATE, [k.kind for k in registry.kinds()], SettingsDefaults.of(settings)
     )
-    started, cpu = time.perf_counter(), time.process_time()
-    report = simulate(engine, registry, settings, document, since, until)
+    workers = default_workers()
+    started, cpu = time.perf_counter(), _cpu_s()
+    report = simulate(engine, registry, settings, document, since, until, workers=workers)
     simulate_s = time.perf_counter() - started
-    # CPU seconds of the whole process (its read-ahead threads too): steadier than wall time
-    # on a shared machine; PostgreSQL's own work is in its processes, overlapping.
-    simulate_cpu_s = time.process_time() - cpu
+    # CPU seconds of the whole replay (its read-ahead threads and its other processes too):
+    # steadier than wall time on a shared machine; PostgreSQL's own work is in its processes,
+    # overlapping.
+    simulate_cpu_s = _cpu_s() - cpu
     with open("/proc/self/status") as status:
-        hwm = next(line for line in status if line.startswith("VmHWM:"))
+        hwm_kb = int(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+    # The largest of the replay's processes (this one runs a share of its own).
+    children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     print(
         json.dumps(
             {
@@ -152,8 +167,9 @@ def child(url: str) -> None:
                 "simulate_s": simulate_s,
                 "simulate_cpu_s": simulate_cpu_s,
                 "baseline_read_s": baseline_s,
-                "rss_mb": int(hwm.split()[1]) / 1024,
+                "rss_mb": max(hwm_kb, children_kb) / 1024,
                 "fidelity": report["fidelity"],
+                "workers": workers,
             }
         )
     )
@@ -251,7 +267,7 @@ def main() -> None:
                 f"({run['signals'] / run['simulate_s']:,.0f} signals/s, "
                 f"{run['signals'] / run['simulate_cpu_s']:,.0f} per CPU second), read alone "
                 f"{run['baseline_read_s']:.2f} s, peak RSS {run['rss_mb']:.0f} MB, "
-                f"fidelity {run['fidelity']}"
+                f"fidelity {run['fidelity']}, {run['workers']} processes"
             )
         pickup_url = base.set(database=f"inner_plane_simulate_{sizes[0]}").render_as_string(
             hide_password=False

@@ -154,15 +154,21 @@ def send(
     queues have none, and the order of work is the journal's."""
     # Traced, the message carries the current span's context (traceparent), so the task's
     # spans in the worker are its children; a worker's own Celery instrumentation does the same.
-    result = sender(settings).send_task(
-        name,
-        args=args,
-        kwargs=kwargs or {},
-        queue=queue,
-        countdown=_delay(settings, countdown),
-        task_id=task_id,
-        headers=_trace_headers(),
-    )
+    app = sender(settings)
+    options: dict[str, Any] = {
+        "args": args,
+        "kwargs": kwargs or {},
+        "queue": queue,
+        "countdown": _delay(settings, countdown),
+        "task_id": task_id,
+        "headers": _trace_headers(),
+    }
+    if is_amqp(settings.effective_broker_url):
+        return str(app.send_task(name, **options).id)
+    # On Redis the message and its task-sent event go in one round trip (a producer batch is
+    # one pipeline), not one each.
+    with app.producer_or_acquire() as producer, producer.batch():
+        result = app.send_task(name, producer=producer, **options)
     return str(result.id)
 
 

@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     # pass this (None: never; the window then keeps its newest CONTEXT_WINDOW_MESSAGES).
     context_compact_tokens: int | None = Field(default=24_000, ge=1_000)
     context_keep_messages: int = Field(default=4, ge=0, le=100)  # newest kept verbatim
+    # And more of the newest while they fit in this many tokens (None: a quarter of
+    # CONTEXT_COMPACT_TOKENS), so the recent thread survives a compaction word for word.
+    context_keep_tokens: int | None = Field(default=None, ge=0)
     context_window_messages: int = Field(default=200, ge=10, le=10_000)
     context_compact_retry_s: float = Field(default=60.0, gt=0)  # after a failed compaction
     # The continuity capsule's refresh: after this many new messages, and on this schedule

@@ -192,37 +192,54 @@ def _logfmt_pairs(
     return parts
 
 
+# Memos of the texts of signal lines, kept from one batch to the next: the lines of a delegate's
+# signals of one kind repeat everything but their id from batch to batch (a timer tick's
+# `published` lines, say). Bounded: emptied when full, so any input costs at most a reformat.
+_MEMO_LIMIT = 4_096
+_orders: dict[tuple[str, ...], tuple[str, ...]] = {}
+_safe: dict[tuple[type, ...], bool] = {}
+# (event, keys, values after the id, their classes) -> (text before the id, text after it)
+_around_id: dict[tuple[Any, ...], tuple[str, str]] = {}
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
+
+
 def _logfmt_lines(entries: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
     """logfmt lines of many entries. The lines of a batch repeat most of their values (kind,
     source, mode, ...): each distinct ``key=value`` text is formatted once per call, and the
-    lines of entries that differ only in their leading ``id`` share everything after it."""
-    orders: dict[tuple[str, ...], tuple[str, ...]] = {}
+    lines of entries that differ only in their leading ``id`` share everything after it, in
+    this batch and the next ones."""
+    orders, safe, around_id = _orders, _safe, _around_id
     pairs: dict[tuple[str, type, Any], str] = {}
-    safe: dict[tuple[type, ...], bool] = {}
-    # (event, keys, values after the id, their classes) -> (text before the id, text after it)
-    around_id: dict[tuple[Any, ...], tuple[str, str]] = {}
     lines = []
     for event, fields in entries:
         keys = tuple(fields)
         order = orders.get(keys)
         if order is None:
-            order = orders[keys] = _key_order(keys)
+            order = _key_order(keys)
+            _remember(orders, keys, order)
         if keys and keys[0] == "id" and event.__class__ is str:  # a signal's line
             values = tuple(fields.values())
             rest = values[1:]
             classes = tuple(map(type, rest))
             memo_safe = safe.get(classes)
             if memo_safe is None:
-                memo_safe = safe[classes] = _memo_safe(classes)
+                memo_safe = _memo_safe(classes)
+                _remember(safe, classes, memo_safe)
             if memo_safe:
                 memo = (event, keys, rest, classes)
                 texts = around_id.get(memo)
                 if texts is None:
                     after = _logfmt_pairs(fields, order[1:], pairs)
-                    texts = around_id[memo] = (
+                    texts = (
                         f"{TAG} event={_logfmt_text(event)} id=",
                         "".join(" " + part for part in after),
                     )
+                    _remember(around_id, memo, texts)
                 ident = values[0]
                 text = str(ident) if ident.__class__ is UUID else _logfmt_text(ident)
                 lines.append(texts[0] + text + texts[1])

@@ -26,7 +26,7 @@ from inner_plane.attention.wakes import wake_on_publish
 from inner_plane.journal.signals.store import NewSignal, SignalIdentity
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.ids import derive_signal_id
-from inner_plane.signals.kinds import KindRegistry, settle
+from inner_plane.signals.kinds import KindPolicy, KindRegistry, settle
 from inner_plane.signals.model import (
     Mode,
     PublishResult,
@@ -44,7 +44,8 @@ class _Prepared:
     id live here) and the kind's policy is looked up once."""
 
     __slots__ = (
-        "dedup_key", "downgraded", "draft", "mode", "priority", "row", "signal_id", "span",
+        "dedup_key", "delegate_id", "downgraded", "draft", "kind", "mode", "priority", "row",
+        "signal_id", "span",
     )  # fmt: skip
 
     def __init__(
@@ -54,23 +55,26 @@ class _Prepared:
         now: datetime,
         attention: AttentionPolicy | None = None,
         origin: str | None = None,
+        settled: dict[tuple[Any, ...], _Settled] | None = None,
     ) -> None:
         self.draft = draft
+        self.delegate_id = draft.delegate_id
+        self.kind = draft.kind
         self.span: Span | None = None
-        policy = registry.policy_for(draft.kind, draft.mode)
+        # What the kind's policy (and the operator's rule for the delegate) make of the draft's
+        # kind, mode, priority and expiry: the same for every draft of a call that asks the same,
+        # so a batch settles each distinct ask once (``settled``, the call's memo).
+        whose = None if attention is None else draft.delegate_id
+        ask = (draft.kind, draft.mode, draft.priority, draft.expires_at, whose)
+        known = None if settled is None else settled.get(ask)
+        if known is None:
+            known = _settle(draft, registry, now, attention)
+            if settled is not None:
+                settled[ask] = known
+        policy, mode, priority, expires_at, downgraded = known
         dedup_key, signal_id = _identity(draft, policy.dedup_key_template)
         if signal_id is None:
             signal_id = uuid.uuid4()
-        requested, asked_priority = draft.mode, draft.priority
-        if attention is not None:
-            # An operator's rule outranks the publisher; the kind's own rules (forced modes,
-            # interrupt permission) still apply to what the rule asks.
-            rule = attention.for_kind(draft.delegate_id, draft.kind)
-            requested = rule.mode or requested
-            asked_priority = asked_priority if rule.priority is None else rule.priority
-        mode, priority, expires_at, downgraded = settle(
-            policy, requested, asked_priority, draft.expires_at, now
-        )
         self.signal_id: uuid.UUID = signal_id
         self.dedup_key = dedup_key
         self.mode = mode
@@ -134,6 +138,25 @@ class _Prepared:
             "delegate": draft.delegate_id,
             **more,
         }
+
+
+_Settled = tuple[KindPolicy, Mode, int, datetime | None, bool]
+
+
+def _settle(
+    draft: SignalDraft, registry: KindRegistry, now: datetime, attention: AttentionPolicy | None
+) -> _Settled:
+    """The kind's policy for the draft and the (mode, priority, expires_at, downgraded) it
+    settles on."""
+    policy = registry.policy_for(draft.kind, draft.mode)
+    requested, asked_priority = draft.mode, draft.priority
+    if attention is not None:
+        # An operator's rule outranks the publisher; the kind's own rules (forced modes,
+        # interrupt permission) still apply to what the rule asks.
+        rule = attention.for_kind(draft.delegate_id, draft.kind)
+        requested = rule.mode or requested
+        asked_priority = asked_priority if rule.priority is None else rule.priority
+    return policy, *settle(policy, requested, asked_priority, draft.expires_at, now)
 
 
 def _identity(draft: SignalDraft, template: str | None) -> tuple[str | None, uuid.UUID | None]:
@@ -258,11 +281,13 @@ def _prepare(
     registry = runtime.registry
     attention = policy_source(runtime).current()
     rules = attention if attention.sets_modes else None
+    settled: dict[tuple[Any, ...], _Settled] = {}
     if origins is None:
-        prepared = [_Prepared(d, registry, now, rules) for d in drafts]
+        prepared = [_Prepared(d, registry, now, rules, None, settled) for d in drafts]
     else:
         prepared = [
-            _Prepared(d, registry, now, rules, o) for d, o in zip(drafts, origins, strict=True)
+            _Prepared(d, registry, now, rules, o, settled)
+            for d, o in zip(drafts, origins, strict=True)
         ]
     first: dict[uuid.UUID, _Prepared] = {}
     for p in prepared:
@@ -341,26 +366,36 @@ class Journaled:
 
     def announce(self) -> list[PublishResult]:
         """Log every signal (published, downgraded or deduplicated), record the downgrades, and
-        hand the new ones to the attention broker (wakes)."""
+        hand the new ones to the attention broker (wakes); answer each publication."""
+        return self._announce(answer=True)[0]
+
+    def announce_counted(self) -> int:
+        """:meth:`announce` for a caller that needs no answers (the timer tick): the same lines,
+        events and wakes; returns how many were duplicates."""
+        return self._announce(answer=False)[1]
+
+    def _announce(self, answer: bool) -> tuple[list[PublishResult], int]:
         via, inserted = self.via, self.inserted
         results: list[PublishResult] = []
-        fresh: list[PublishResult] = []
+        fresh: list[_Prepared] = []
         lines: list[tuple[str, dict[str, Any]]] = []
         logged: set[uuid.UUID] = set()
         first: dict[uuid.UUID, _Prepared] = {}
+        deduplicated = 0
         for p in self.prepared:
             first.setdefault(p.signal_id, p)
             is_new = p.signal_id in inserted and p.signal_id not in logged
-            if is_new:
-                result = p.result(False)
-            elif p.signal_id in inserted:  # a repeat inside this call: the first one stands
-                result = first[p.signal_id].result(True)
-            else:
-                result = p.result(True, self.stored.get(p.signal_id))
-            results.append(result)
+            if answer:
+                if is_new:
+                    result = p.result(False)
+                elif p.signal_id in inserted:  # a repeat inside this call: the first one stands
+                    result = first[p.signal_id].result(True)
+                else:
+                    result = p.result(True, self.stored.get(p.signal_id))
+                results.append(result)
             if is_new:
                 logged.add(p.signal_id)
-                fresh.append(result)
+                fresh.append(p)
                 if p.downgraded:
                     lines.append(
                         (
@@ -370,6 +405,7 @@ class Journaled:
                     )
                 lines.append(("published", p.log_fields(trust=p.draft.trust, via=via)))
             else:
+                deduplicated += 1
                 lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
         # One write and one flush for the whole batch; the same lines as one emit() each.
         logs.emit_many(lines)
@@ -384,7 +420,7 @@ class Journaled:
             # attention broker decides which of them open or join a wake window. A direct call,
             # so no import order can leave a process publishing without waking.
             wake_on_publish(self.runtime, fresh)
-        return results
+        return results, deduplicated
 
 
 _DOWNGRADED_EVENT = "interrupt requested by a kind not permitted to interrupt; treated as wake"

@@ -20,6 +20,12 @@ def wake_debounce(delegate_id: str) -> str:
     return f"{PREFIX}wake:{delegate_id}"
 
 
+def turn_wake(delegate_id: str) -> str:
+    """Present while an activate(delegate) sent for a user turn has not started yet: a turn
+    journaled meanwhile needs no activate of its own (that one reads the journal after it)."""
+    return f"{PREFIX}turnwake:{delegate_id}"
+
+
 def activation_lock(delegate_id: str) -> str:
     """redis-py Lock rejecting a second concurrent activation early (the lease decides)."""
     return f"{PREFIX}lock:activation:{delegate_id}"

@@ -17,6 +17,7 @@ from hypothesis import settings as hypothesis_settings
 from inner_plane import logs
 from inner_plane.config import build_settings, load_settings
 from inner_plane.runtime import Runtime, build_runtime, set_runtime
+from inner_plane.services import metrics
 from inner_plane.signals.kinds import KindRegistry
 from inner_plane.sources import auth_throttle
 from tests.support.processes import ChildProcess
@@ -105,6 +106,9 @@ def context_log() -> Iterator[ContextLog]:
 @pytest.fixture
 def clean_stores(stores: Stores) -> Stores:
     truncate_all(stores.database_url)
+    # This process's metric counts of an earlier test reach Redis now, before it is emptied,
+    # not a second later into this test's counters.
+    metrics.flush()
     stores.empty_broker()
     return stores
 

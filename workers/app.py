@@ -118,6 +118,15 @@ def follow_policy(**_kwargs: Any) -> None:
 
 
 @worker_init.connect
+def preload_model_sdk(**_kwargs: Any) -> None:
+    """The model SDK loaded once in the main process, before the pool forks, when the agent
+    calls a model: importing the app leaves it out (about a third of a worker's start), so a
+    process that never calls one (beat, a worker under the dry-run agent) never loads it."""
+    if load_settings().agent == "openai":
+        import openai  # noqa: F401
+
+
+@worker_init.connect
 def trace_tasks(**_kwargs: Any) -> None:
     """Traces, when the OTEL_* variables ask for them (inner_plane.tracing): set up in the main
     process, before the pool forks (a child re-makes the exporter's thread), with Celery's

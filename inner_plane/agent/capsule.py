@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import openai
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -35,6 +34,9 @@ from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane.leases import LeaseLost, fence
 from inner_plane.journal.operator import live
 from inner_plane.runtime import Runtime
+
+if TYPE_CHECKING:
+    import openai
 
 CAPSULE_INSTRUCTIONS = (
     "You keep the continuity capsule of a personal assistant: its own short notes on where "

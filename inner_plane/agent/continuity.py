@@ -2,8 +2,9 @@
 
 Between activations, under the delegate's lease, :class:`WindowKeeper` reads the window (the
 items of its last compaction and the messages since) and, once it passes
-``INNER_PLANE_CONTEXT_COMPACT_TOKENS``, compacts everything but the newest
-``CONTEXT_KEEP_MESSAGES`` messages:
+``INNER_PLANE_CONTEXT_COMPACT_TOKENS``, compacts everything but the newest messages
+(:func:`kept_messages`: ``CONTEXT_KEEP_MESSAGES``, and more while they fit in
+``CONTEXT_KEEP_TOKENS``):
 
 - on the Responses API with the official ``POST /responses/compact``
   (:class:`ResponsesCompactor`): its output (the kept user messages and one ``compaction`` item
@@ -31,9 +32,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
-
-import openai
+from typing import TYPE_CHECKING, Any, Protocol
 
 from inner_plane import logs
 from inner_plane.activation import Preempted
@@ -52,6 +51,9 @@ from inner_plane.journal.database import single_statement
 from inner_plane.journal.lane.leases import LeaseLost, fence
 from inner_plane.runtime import Runtime
 
+if TYPE_CHECKING:
+    import openai
+
 SUMMARY_LABEL = (
     "CONVERSATION SUMMARY (inner context: written by the delegate's own model from the earlier "
     "part of this conversation, which it replaces; a summary, not the person's words and not "
@@ -69,8 +71,10 @@ SUMMARY_INSTRUCTIONS = (
 
 # A window this many times over its threshold is compacted even while user turns wait: a
 # conversation whose next turn always arrives before the compaction ends would otherwise
-# pre-empt it every time until the window no longer fits the model.
-OVERDUE = 1.5
+# pre-empt it every time until the window no longer fits the model. 1.25 keeps such a
+# conversation's mean input within 1.2 times that of one whose compactions never yield (the
+# window saws between its compacted size and 1.25, not 1, times the threshold).
+OVERDUE = 1.25
 
 
 class _Unyielding:
@@ -233,6 +237,21 @@ class SummaryCompactor:
         return Compaction([item], "summary", usage_of(reported))
 
 
+def kept_messages(message_tokens: list[int], keep_messages: int, keep_tokens: int) -> int:
+    """How many of the newest messages (``message_tokens``, oldest first) a compaction keeps
+    verbatim: ``keep_messages`` at least, then more while all kept fit in ``keep_tokens``, but
+    never the oldest by that token rule (a compaction always has a message to replace)."""
+    kept = min(keep_messages, len(message_tokens))
+    total = sum(message_tokens[len(message_tokens) - kept :])
+    while kept < len(message_tokens) - 1:
+        tokens = message_tokens[len(message_tokens) - kept - 1]
+        if total + tokens > keep_tokens:
+            break
+        kept += 1
+        total += tokens
+    return kept
+
+
 def message_item(message: window_journal.WindowMessage) -> dict[str, Any]:
     role = "user" if message.type == conversation.USER_MESSAGE else "assistant"
     return {"role": role, "content": message.text}
@@ -257,12 +276,14 @@ class WindowKeeper:
         keep_messages: int,
         window_messages: int,
         retry_s: float,
+        keep_tokens: int | None = None,
         counter: Counter | None = None,
     ) -> None:
         self.runtime = runtime
         self.compactor = compactor
         self.threshold = threshold
         self.keep_messages = keep_messages
+        self.keep_tokens = threshold // 4 if keep_tokens is None else keep_tokens
         self.window_messages = window_messages
         self.retry_s = retry_s
         self.counter = counter or counter_for(compactor.model)
@@ -277,24 +298,27 @@ class WindowKeeper:
             compactor,
             threshold=settings.context_compact_tokens,
             keep_messages=settings.context_keep_messages,
+            keep_tokens=settings.context_keep_tokens,
             window_messages=settings.context_window_messages,
             retry_s=settings.context_compact_retry_s,
         )
 
-    def tokens(self, window: window_journal.Window) -> int:
-        messages = [message_item(m) for m in window.messages if m.text]
-        return window.item_tokens + self.counter.items(messages)
+    def message_tokens(self, window: window_journal.Window) -> list[int]:
+        """Each message's tokens, oldest first (0 for one without text): the window's tokens
+        are its items' and these, and what a compaction keeps is chosen from these."""
+        return [self.counter.item(message_item(m)) if m.text else 0 for m in window.messages]
 
     def maintain(
         self, delegate_id: str, epoch: int, guard: StepGuard, transaction: LaneTransaction
     ) -> bool:
         with single_statement(self.runtime.engine) as connection:
             window = window_journal.read(connection, delegate_id, self.window_messages)
-        before = self.tokens(window)
+        sizes = self.message_tokens(window)
+        before = window.item_tokens + sum(sizes)
         if before < self.threshold or not window.retry_due:
             return False
-        keep = self.keep_messages
-        replaced = window.messages[: len(window.messages) - keep] if keep else window.messages
+        keep = kept_messages(sizes, self.keep_messages, self.keep_tokens)
+        replaced = window.messages[: len(window.messages) - keep]
         if not replaced:
             return False
         if before >= OVERDUE * self.threshold:

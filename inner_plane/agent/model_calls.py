@@ -23,8 +23,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import openai
-
 from inner_plane import tracing
 from inner_plane.activation import AgentResult
 from inner_plane.activation.storable import first_unstorable
@@ -171,6 +169,8 @@ _CONTEXT_MARKERS = (
 
 
 def is_context_too_long(error: BaseException) -> bool:
+    import openai  # loaded when a model is called, not when the worker starts
+
     if not isinstance(error, openai.APIStatusError | openai.APIError):
         return False
     if isinstance(error, openai.APIStatusError) and error.status_code not in (400, 413, 422):
@@ -182,6 +182,8 @@ def is_context_too_long(error: BaseException) -> bool:
 
 def _retryable(error: BaseException) -> tuple[bool, float | None, str]:
     """(retry?, the server's Retry-After, a short description)."""
+    import openai
+
     if isinstance(error, openai.APITimeoutError):
         return True, None, "timed out"
     if isinstance(error, openai.APIConnectionError):
@@ -217,6 +219,8 @@ class RetryPolicy:
     def run(self, step: int, call: Callable[[], _T], guard: StepGuard) -> _T:
         """Run ``call`` until it succeeds, retrying 429s, 5xx, timeouts and dropped streams
         with backoff (the server's Retry-After when it gives one) while the budget lasts."""
+        import openai
+
         tries = 0
         while True:
             try:

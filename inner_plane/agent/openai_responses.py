@@ -14,9 +14,7 @@ items, and each step sends only its new items with ``previous_response_id``.
 
 from __future__ import annotations
 
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from inner_plane.agent.model_calls import StreamFailed, stream_events
 from inner_plane.agent.openai_setup import (
@@ -27,6 +25,9 @@ from inner_plane.agent.openai_setup import (
 from inner_plane.agent.tool_loop import RunState, StepReply, ToolCall, ToolLoopAgent
 from inner_plane.runtime import Runtime
 from inner_plane.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    import openai
 
 RETRYABLE_STREAM_CODES = {"server_error", "rate_limit_exceeded", "server_is_overloaded"}
 

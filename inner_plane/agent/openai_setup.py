@@ -8,9 +8,7 @@ tools, streaming, the step's idempotency key, a timeout that never passes the bu
 from __future__ import annotations
 
 import os
-from typing import Any, TypedDict
-
-import openai
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from inner_plane.agent.model_calls import call_timeout
 from inner_plane.agent.tool_loop import RunState, ToolLoopAgent
@@ -18,10 +16,16 @@ from inner_plane.config import ConfigError
 from inner_plane.runtime import Runtime
 from inner_plane.tools import ToolRegistry, build_registry
 
+if TYPE_CHECKING:
+    import openai
+
 
 def openai_client(runtime: Runtime) -> openai.OpenAI:
     """The client both adapters use, without the SDK's own retries: the agent retries, inside
-    its time budget and pre-emptibly."""
+    its time budget and pre-emptibly. The SDK is imported here, when a model is configured: a
+    process that never calls one (beat, a signals worker) does not load it."""
+    import openai
+
     settings = runtime.settings
     if not settings.openai_model:
         raise ConfigError("INNER_PLANE_OPENAI_MODEL: required by the openai agent")

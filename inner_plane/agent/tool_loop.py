@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 from opentelemetry.trace import SpanKind
 
 from inner_plane import tracing
@@ -33,6 +32,9 @@ from inner_plane.agent.port import StepGuard
 from inner_plane.journal.lane.leases import LeaseLost
 from inner_plane.runtime import Runtime
 from inner_plane.tools import ToolContext, ToolRegistry
+
+if TYPE_CHECKING:
+    import openai
 
 # Composer sections a too-long context may lose, in this order, after earlier tool steps:
 # the oldest conversation message first, then all ambient, then all recalled memories.

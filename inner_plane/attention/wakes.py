@@ -7,7 +7,11 @@ sweeper period, because the sweeper re-wakes every delegate with due signals in 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import redis
 import redis.lock
@@ -15,7 +19,21 @@ import redis.lock
 from inner_plane import celery_bridge, logs, redis_keys
 from inner_plane.attention.live import policy_source
 from inner_plane.runtime import Runtime
-from inner_plane.signals.model import Mode, PublishResult
+from inner_plane.signals.model import Mode
+
+
+class Published(Protocol):
+    """A newly journaled signal, as the wakes see it (a publication's answer, or the publish
+    path's own record of it)."""
+
+    @property
+    def delegate_id(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def mode(self) -> Mode: ...
 
 
 def send_activate(runtime: Runtime, delegate_id: str, countdown: float = 0.0) -> str:
@@ -81,11 +99,17 @@ def _enqueue(
     return True
 
 
-# The lane's activation lock taken and, only if taken, the delegate's wake debounce cleared: one
-# round trip where the lane used to spend two (KEYS: the lock, the debounce key; ARGV: the
-# lock's token and its time to live in ms). Clearing it lets a signal published during the run
-# send an activate, which the lane's look after its release also covers.
+# Every lane run starts here, sent beside its first read of the journal (the lease take) and
+# answered before the run reads anything more: the user-turn wake marker cleared (whether or not
+# the lock is free: a turn journaled from now on sends an activate of its own, or is seen by this
+# run's later reads, or by the holder's look after its release; when the lease is held, the run
+# asks whether a turn waits after this answer), then the activation
+# lock taken and, only if taken, the delegate's wake debounce cleared. One round trip (KEYS: the
+# lock, the debounce key, the turn wake marker; ARGV: the lock's token and its time to live in
+# ms). Clearing the debounce lets a signal published during the run send an activate, which the
+# lane's look after its release also covers.
 TAKE_LOCK_AND_CLEAR = """
+redis.call('DEL', KEYS[3])
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('DEL', KEYS[2])
   return 1
@@ -95,16 +119,105 @@ return 0
 
 
 class LaneLock(redis.lock.Lock):
-    """The activation lock (redis-py's Lock): taking it also clears the delegate's wake
-    debounce, in the same round trip (:data:`TAKE_LOCK_AND_CLEAR`)."""
+    """The activation lock (redis-py's Lock, for its token, extend and TTL): taken with
+    :data:`TAKE_LOCK_AND_CLEAR` (:func:`send_take`), which also clears the delegate's wake debounce
+    when it takes it and its user-turn wake marker either way, in the same round trip."""
 
     debounce_key = ""
+    turn_wake_key = ""
 
-    def do_acquire(self, token: str | bytes) -> bool:
-        assert self.timeout is not None
-        take = self.redis.register_script(TAKE_LOCK_AND_CLEAR)
-        keys = [self.name, self.debounce_key]
-        return bool(take(keys=keys, args=[token, int(self.timeout * 1000)]))
+
+# The lock let go only by its holder (the token must match): redis-py's own release script.
+RELEASE_LOCK = redis.lock.Lock.LUA_RELEASE_SCRIPT
+_SHA = {
+    script: hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
+    for script in (TAKE_LOCK_AND_CLEAR, RELEASE_LOCK)
+}
+
+
+@dataclass
+class Sent:
+    """A lock script sent and not yet answered: its reply is read after whatever round trip to
+    another store rides beside it (:func:`send_take`, :func:`answer`)."""
+
+    lock: LaneLock
+    script: str
+    args: tuple[Any, ...]
+    connection: Any  # None: the send failed
+    error: str = ""
+
+
+def _send(lock: LaneLock, script: str, keys: Sequence[str], args: Sequence[Any]) -> Sent:
+    pool = lock.redis.connection_pool
+    command = (len(keys), *keys, *args)
+    connection = None
+    try:
+        connection = pool.get_connection()
+        connection.send_command("EVALSHA", _SHA[script], *command)
+    except BaseException as error:
+        if connection is not None:
+            connection.disconnect()
+            pool.release(connection)
+        if not isinstance(error, redis.RedisError):
+            raise
+        return Sent(lock, script, command, None, str(error)[:200])
+    return Sent(lock, script, command, connection)
+
+
+def answer(sent: Sent) -> Any:
+    """The script's reply; raises :class:`redis.RedisError` when Redis cannot be reached (the
+    connection is dropped and returned to the pool either way)."""
+    connection = sent.connection
+    if connection is None:
+        raise redis.ConnectionError(sent.error)
+    pool = sent.lock.redis.connection_pool
+    try:
+        try:
+            return connection.read_response()
+        except redis.exceptions.NoScriptError:  # a Redis that restarted: sent in full once
+            connection.send_command("EVAL", sent.script, *sent.args)
+            return connection.read_response()
+    except BaseException:
+        # Whatever broke off the read (an error, a task's time limit), the reply may still be
+        # on its way: the connection goes back to the pool closed, never with a reply unread.
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+
+
+def send_take(lock: LaneLock) -> Sent:
+    """Send :data:`TAKE_LOCK_AND_CLEAR` now; :func:`taken` reads whether it took the lock."""
+    assert lock.timeout is not None
+    token = uuid.uuid4().hex.encode()
+    keys = [lock.name, lock.debounce_key, lock.turn_wake_key]
+    return _send(lock, TAKE_LOCK_AND_CLEAR, keys, [token, int(lock.timeout * 1000)])
+
+
+def taken(sent: Sent) -> bool:
+    """Whether the take :func:`send_take` sent took the lock (then the lock holds its token, for
+    the heartbeat's extend and the release). Raises :class:`redis.RedisError` as :func:`answer`."""
+    took = bool(answer(sent))
+    if took:
+        sent.lock.local.token = sent.args[-2]
+    return took
+
+
+def send_release(lock: LaneLock) -> Sent | None:
+    """Send the release of a held lock now (None: it holds no token); read with :func:`answer`."""
+    token = lock.local.token
+    if token is None:
+        return None
+    lock.local.token = None
+    return _send(lock, RELEASE_LOCK, [lock.name], [token])
+
+
+def released(sent: Sent | None) -> None:
+    """Read a release's answer, if one was sent. Redis unreachable, the lock lapses at its TTL
+    (the lease decides meanwhile)."""
+    if sent is not None:
+        with contextlib.suppress(redis.RedisError):
+            answer(sent)
 
 
 def lane_lock(runtime: Runtime, delegate_id: str, ttl_s: float) -> LaneLock:
@@ -114,18 +227,52 @@ def lane_lock(runtime: Runtime, delegate_id: str, ttl_s: float) -> LaneLock:
         timeout=ttl_s,
         blocking=False,
         lock_class=LaneLock,
+        # Taken and let go by the lane, extended by the heartbeat's thread: the token belongs to
+        # the lock, not to a thread (thread-local, the heartbeat's extend found none).
+        thread_local=False,
     )
     assert isinstance(lock, LaneLock)
     lock.debounce_key = redis_keys.wake_debounce(delegate_id)
+    lock.turn_wake_key = redis_keys.turn_wake(delegate_id)
     return lock
 
 
 def clear_debounce(runtime: Runtime, delegate_id: str) -> None:
+    """The wake debounce and the user-turn wake marker, where the lock did not clear them."""
     with contextlib.suppress(redis.RedisError):
-        runtime.redis.delete(redis_keys.wake_debounce(delegate_id))
+        runtime.redis.delete(
+            redis_keys.wake_debounce(delegate_id), redis_keys.turn_wake(delegate_id)
+        )
 
 
-def wake_on_publish(runtime: Runtime, results: Sequence[PublishResult]) -> None:
+# How long a user turn's activate may wait to start before the next turn sends another: a lost
+# message then strands no turn for longer (the sweeper wakes queued turns sooner anyway).
+TURN_WAKE_PENDING_MS = 30_000
+
+
+def wake_for_turn(runtime: Runtime, delegate_id: str) -> bool:
+    """Send an activate for a journaled user turn at once, unless one sent for an earlier turn
+    has not started yet (the marker :func:`redis_keys.turn_wake`, cleared by every lane run
+    before it reads the journal): that one will read this turn, and a run under way sees it or
+    looks again after its release. True if an activate was sent. Redis unreachable: sent (a
+    spare activate is a no-op)."""
+    key = redis_keys.turn_wake(delegate_id)
+    try:
+        if not runtime.redis.set(key, "1", nx=True, px=TURN_WAKE_PENDING_MS):
+            return False
+    except redis.RedisError as error:
+        logs.emit("wake_debounce_unavailable", delegate=delegate_id, reason=str(error)[:200])
+    try:
+        send_activate(runtime, delegate_id)
+    except Exception:
+        # Not sent: the next turn must not wait behind a marker for a message that never went.
+        with contextlib.suppress(redis.RedisError):
+            runtime.redis.delete(key)
+        raise
+    return True
+
+
+def wake_on_publish(runtime: Runtime, results: Sequence[Published]) -> None:
     """After new signals are journaled: wake and interrupt start (or join) a window; ambient and
     next-turn signals wait for the next activation. Every activate this decides is sent at once
     (one broker round trip on Redis, however many delegates)."""
@@ -173,16 +320,16 @@ def _enqueue_together(runtime: Runtime, sends: Sequence[tuple[str, float]]) -> N
             logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
 
 
-def _sooner_windows(runtime: Runtime, results: Sequence[PublishResult]) -> dict[str, float]:
+def _sooner_windows(runtime: Runtime, results: Sequence[Published]) -> dict[str, float]:
     """Per delegate, the earliest window close among the new wake signals whose kind the policy
-    gives a shorter window than the default quiet period."""
+    gives a shorter window than the default quiet period (``results``: new signals only)."""
     policy = policy_source(runtime).current()
     if policy.uniform:
         return {}
     default = policy.base.quiet_ms / 1000
     soonest: dict[str, float] = {}
     for result in results:
-        if result.mode is not Mode.WAKE or result.deduplicated:
+        if result.mode is not Mode.WAKE:
             continue
         timing = policy.for_kind(result.delegate_id, result.kind)
         closes = min(timing.quiet_s, timing.max_age_s)

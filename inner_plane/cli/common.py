@@ -3,6 +3,7 @@ and a plain connection to the journal for the reads that should answer at once."
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Iterator
@@ -75,3 +76,25 @@ def journal_rows(command: str) -> Iterator[Rows]:
         if not plain.at_code_head(plain.schema_versions(rows)):
             runtime()  # raises SchemaError, which names the versions and what to run
         yield rows
+
+
+# redis-py imports OpenTelemetry's metrics SDK when it is installed, for its own observability:
+# off unless a program turns it on (the plane never does), and about a third of what importing
+# redis-py costs (the SDK, psutil). A command that only asks Redis a few questions and exits
+# (`status`, `health beat`) imports redis-py without it.
+_REDIS_METRICS_SDK = "opentelemetry.sdk.metrics"
+
+
+def import_redis_lean() -> None:
+    """Import redis-py, without OpenTelemetry's metrics SDK if nothing loaded it yet; redis-py
+    then runs without its (unused) observability. Later imports of the SDK work as usual."""
+    if "redis" in sys.modules or _REDIS_METRICS_SDK in sys.modules:
+        return
+    sys.modules[_REDIS_METRICS_SDK] = None  # type: ignore[assignment]  # import fails: skipped
+    try:
+        importlib.import_module("redis")
+    except ImportError:
+        pass  # a redis-py that cannot do without the SDK: imported as usual below
+    finally:
+        del sys.modules[_REDIS_METRICS_SDK]
+    importlib.import_module("redis")

@@ -119,6 +119,9 @@ def beat(
     """Beat's last tick (recorded in Redis by beat itself) is recent enough. With --live, an
     unreachable Redis counts as healthy (beat cannot record its ticks there, by no fault of its
     own)."""
+    from inner_plane.cli.common import import_redis_lean
+
+    import_redis_lean()
     import redis
 
     from inner_plane.services.probes import beat_tick_age, redis_client

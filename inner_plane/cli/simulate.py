@@ -35,6 +35,15 @@ def simulate(
         float, typer.Option(min=0.0, max=3600.0, help="seconds a reproduced start may differ")
     ] = 2.0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="processes to split the replay across (default: the CPU count, "
+            "at most 4); the report is the same whatever the number",
+        ),
+    ] = None,
 ) -> None:
     """Replay the recorded signals under a candidate policy: activations, delays, interrupts,
     budget deferrals and model calls, recorded against candidate."""
@@ -44,8 +53,8 @@ def simulate(
     from inner_plane.services.embedded import resolve_services
     from inner_plane.signals.kinds import default_registry
     from inner_plane.signals.model import IDENTIFIER_RE
+    from inner_plane.simulator.replay import default_workers, text_report
     from inner_plane.simulator.replay import simulate as replay
-    from inner_plane.simulator.replay import text_report
 
     start = parse_instant("--since", since)
     end = parse_instant("--until", until) or datetime.now(UTC)
@@ -78,6 +87,7 @@ def simulate(
         delegate,
         tolerance_s=tolerance,
         label=str(policy),
+        workers=default_workers() if workers is None else workers,
     )
     if as_json:
         print_json(report)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from inner_plane.cli.common import import_redis_lean
 from inner_plane.cli.locate import api_url, flower_url, plane_state
 from inner_plane.config import load_settings
 
@@ -102,6 +103,7 @@ def status(
 ) -> None:
     """Health of the running plane: stores and schema, workers and their queues, queue depths,
     beat, API and Flower, lanes, dead letters. Exit 0 healthy, 1 degraded, 2 down."""
+    import_redis_lean()
     from inner_plane.services.status import DOWN, EXIT_CODES, Targets, collect
 
     settings = load_settings()

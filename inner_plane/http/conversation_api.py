@@ -239,36 +239,63 @@ def build_router(
         return caller
 
     def accept(request: Request, delegate_id: str, body: bytes) -> Response:
-        """The whole POST in one worker thread (auth and journal calls block)."""
+        """The whole POST in one worker thread (auth and journal calls block). A token this
+        process proved before is not read again: the insert runs only while its row stands
+        (one round trip less per turn), and any refusal confirms it first, so a revoked token
+        is answered 401 whatever else is wrong with the request."""
         try:
-            caller_for(request, delegate_id, Scope.SEND)
-            runtime = runtime_factory()
-            wait = turn_rate_retry_after(runtime, delegate_id)
-            if wait is not None:
-                raise errors.rate_limited(wait)
+            caller = gate.check(request, vouch=True)
             try:
-                turn = parse_turn(body, request.headers, runtime.settings.chat_max_text)
-            except FieldError as error:
-                raise error.api_error() from None
-            try:
-                accepted = person.accept_turn(
-                    runtime.engine,
-                    delegate_id,
-                    turn.channel,
-                    turn.text,
-                    turn.idempotency_key,
-                    turn.in_reply_to,
-                )
-            except person.UnknownQuestion:
-                raise errors.invalid(
-                    "in_reply_to", "is not a question of this delegate's assistant"
-                ) from None
-            except person.IdempotencyConflict:
-                raise errors.invalid(
-                    "Idempotency-Key", "was used before for a turn with other content"
-                ) from None
+                caller.allow(Scope.SEND, delegate_id, request)
+                runtime = runtime_factory()
+                turn = _accept_checked(runtime, request, delegate_id, body, caller.unconfirmed)
+            except person.TokenGone:
+                gate.confirm(request, caller)  # raises 401: the row is gone
+                raise errors.unauthorized() from None
+            except errors.ApiError:
+                gate.confirm(request, caller)
+                raise
         except JOURNAL_DOWN:
             raise errors.unavailable() from None
+        return _accepted(runtime, delegate_id, *turn)
+
+    def _accept_checked(
+        runtime: Runtime,
+        request: Request,
+        delegate_id: str,
+        body: bytes,
+        token: tuple[uuid.UUID, str] | None,
+    ) -> tuple[TurnRequest, person.AcceptedTurn]:
+        wait = turn_rate_retry_after(runtime, delegate_id)
+        if wait is not None:
+            raise errors.rate_limited(wait)
+        try:
+            turn = parse_turn(body, request.headers, runtime.settings.chat_max_text)
+        except FieldError as error:
+            raise error.api_error() from None
+        try:
+            accepted = person.accept_turn(
+                runtime.engine,
+                delegate_id,
+                turn.channel,
+                turn.text,
+                turn.idempotency_key,
+                turn.in_reply_to,
+                token=token,
+            )
+        except person.UnknownQuestion:
+            raise errors.invalid(
+                "in_reply_to", "is not a question of this delegate's assistant"
+            ) from None
+        except person.IdempotencyConflict:
+            raise errors.invalid(
+                "Idempotency-Key", "was used before for a turn with other content"
+            ) from None
+        return turn, accepted
+
+    def _accepted(
+        runtime: Runtime, delegate_id: str, turn: TurnRequest, accepted: person.AcceptedTurn
+    ) -> Response:
         wake = None
         if accepted.created:
             logs.emit(

@@ -31,7 +31,7 @@ from inner_plane import operators
 from inner_plane.http import chat_session
 from inner_plane.http.operator_auth import UI_HEADER
 from inner_plane.runtime import Runtime
-from inner_plane.sources import auth, errors
+from inner_plane.sources import auth, errors, person_auth
 from inner_plane.sources.intake import JOURNAL_DOWN, client_of
 
 
@@ -55,11 +55,13 @@ AuthenticatePerson = Callable[[Runtime, str | None, str | None], Principal]
 
 @dataclass(frozen=True)
 class ConversationCaller:
-    """A person (``delegate_id``) or an operator (``operator``)."""
+    """A person (``delegate_id``) or an operator (``operator``). ``unconfirmed``: the person's
+    token (id, hash) was vouched for from memory, and the write must confirm it stands."""
 
     delegate_id: str | None
     operator: str | None
     via_cookie: bool
+    unconfirmed: tuple[uuid.UUID, str] | None = None
 
     def allow(self, scope: Scope, delegate_id: str, request: Request) -> None:
         """Raise ApiError 403 unless this caller may do ``scope`` on the delegate."""
@@ -82,10 +84,22 @@ class ConversationGate:
         self.runtime_factory = runtime_factory
         self.authenticate_person = authenticate_person
 
-    def check(self, request: Request) -> ConversationCaller:
-        """The caller, or raise ApiError 401 / 403 / 429 / 503. Blocking: a worker thread."""
-        client = client_of(request)
+    def check(self, request: Request, vouch: bool = False) -> ConversationCaller:
+        """The caller, or raise ApiError 401 / 403 / 429 / 503. Blocking: a worker thread.
+        ``vouch``: a person token this process proved before passes without reading its row
+        (``unconfirmed`` then says what the caller's write must confirm; any refusal of the
+        request confirms first, with :meth:`confirm`)."""
         header = request.headers.get("authorization")
+        if vouch and header is not None:
+            vouched = person_auth.vouched_person(_bearer(header))
+            if vouched is not None:
+                return ConversationCaller(
+                    vouched.delegate_id,
+                    None,
+                    via_cookie=False,
+                    unconfirmed=(vouched.token_id, vouched.secret_hash),
+                )
+        client = client_of(request)
         try:
             runtime = self.runtime_factory()
             if header is not None:
@@ -107,6 +121,16 @@ class ConversationGate:
         except redis.RedisError:
             raise errors.unavailable("the session store (Redis)") from None
         raise errors.unauthorized()
+
+    def confirm(self, request: Request, caller: ConversationCaller) -> ConversationCaller:
+        """A caller vouched for from memory, checked against the journal as :meth:`check` does
+        (raise ApiError 401 if its token was revoked); any other caller as it is."""
+        if caller.unconfirmed is None:
+            return caller
+        token = _bearer(request.headers.get("authorization") or "")
+        if token is not None:
+            person_auth.forget(token)
+        return self.check(request)
 
     def _token(
         self,

@@ -202,7 +202,7 @@ class DeltaRelay:
 
     async def _resubscribe(self) -> None:
         with contextlib.suppress(Exception):
-            await self.pubsub.aclose()  # type: ignore[no-untyped-call]
+            await _aclose(self.pubsub)
         self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         if self.channels:
             with contextlib.suppress(redis.RedisError):
@@ -214,7 +214,7 @@ class DeltaRelay:
             with contextlib.suppress(BaseException):
                 await self._reader
         with contextlib.suppress(Exception):
-            await self.pubsub.aclose()  # type: ignore[no-untyped-call]
+            await _aclose(self.pubsub)
             await self.client.aclose()
 
 
@@ -319,3 +319,8 @@ def _sse(kind: str, ident: str, data: dict[str, Any]) -> str:
         return format_event(kind, ident, data)
     body = json.dumps(data, separators=(",", ":"), ensure_ascii=True, default=str)
     return f"event: {kind}\ndata: {body}\n\n"
+
+
+async def _aclose(pubsub: Any) -> None:
+    # Typed loosely on purpose: redis-py types PubSub.aclose only from version 8 on.
+    await pubsub.aclose()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, Row, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Connection, CursorResult, Engine, Row, create_engine, event, text
+from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ClauseElement
 
 from inner_plane.journal import plain, tolerant
 from inner_plane.journal.plain import MIGRATIONS_DIR, Rows, at_code_head, sqlalchemy_url
@@ -204,3 +207,49 @@ def typed_row(kind: type[Record], row: Row[Any]) -> Record:
     type declares must be a column of the row (KeyError otherwise), other columns are left out."""
     mapping = row._mapping
     return cast(Record, {key: mapping[key] for key in kind.__annotations__})
+
+
+_Processors = list[tuple[str, Callable[[Any], Any]]]
+
+
+class DriverForm:
+    """A constant statement compiled once per dialect (engine) to the driver's SQL, with
+    SQLAlchemy's own bind processors, and run with ``exec_driver_sql``: a hot statement skips
+    SQLAlchemy's per-execution work (its cache key is a walk of the whole statement, costly for
+    one of several CTEs), while what reaches the server is the same SQL with the same
+    parameters. Rows come back as the driver gives them (psycopg's own types)."""
+
+    def __init__(self, statement: ClauseElement) -> None:
+        self.statement = statement
+        self._forms: weakref.WeakKeyDictionary[Dialect, _Form] = weakref.WeakKeyDictionary()
+
+    def form(self, dialect: Dialect) -> _Form:
+        form = self._forms.get(dialect)
+        if form is None:
+            compiled = cast(SQLCompiler, self.statement.compile(dialect=dialect))
+            processors: _Processors = []
+            # The statement's own values (its literals, such as a state compared with): the
+            # caller gives only the parameters the statement names.
+            fixed: dict[str, Any] = {}
+            for bind, name in compiled.bind_names.items():
+                processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+                if not bind.required:
+                    value = bind.effective_value
+                    fixed[name] = value if processor is None else processor(value)
+                elif processor is not None:
+                    processors.append((name, processor))
+            form = self._forms[dialect] = _Form(str(compiled), processors, fixed)
+        return form
+
+    def execute(self, connection: Connection, params: dict[str, Any]) -> CursorResult[Any]:
+        """Run the statement with ``params`` (by the statement's parameter names)."""
+        sql, processors, fixed = self.form(connection.dialect)
+        for name, process in processors:
+            params[name] = process(params[name])
+        return connection.exec_driver_sql(sql, {**fixed, **params})
+
+
+class _Form(NamedTuple):
+    sql: str
+    processors: _Processors
+    fixed: dict[str, Any]

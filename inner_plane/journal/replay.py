@@ -5,10 +5,12 @@ READ), so a replay writes nothing and sees one consistent history.
 Each stream is a binary server-side cursor on a connection of its own that imports the
 snapshot's exported snapshot (``SET TRANSACTION SNAPSHOT``), so the three read one history. A
 thread reads each a page or two ahead, so PostgreSQL produces rows while the simulator consumes
-them, and memory stays flat whatever the range holds. Rows come as plain tuples built by the
-driver, with times as seconds since the epoch and ids as text: the simulator compares and
-counts them, it never needs them as objects. The columns of each stream are named, in order,
-by the ``*_COLUMNS`` tuple beside it.
+them, and memory stays flat whatever the range holds. A replay split across processes by
+delegate reads one share of the delegates per process (``part``: ``hashtext(delegate_id)`` mod
+the number of shares), each process joining the snapshot by its exported id (:func:`joined`).
+Rows come as plain tuples built by the driver, with times as seconds since the epoch and ids as
+text: the simulator compares and counts them, it never needs them as objects. The columns of
+each stream are named, in order, by the ``*_COLUMNS`` tuple beside it.
 
 Signals are read by ``seq`` (insertion order, the order the plane saw them) from the first row
 of the range, found by a binary search on ``seq`` (``created_at`` grows with it; no index on
@@ -67,7 +69,20 @@ SIGNALS_SQL = f"""
            {_epoch("a.started_at")}, {_epoch("a.finished_at")}
       FROM signals s LEFT JOIN activations a ON a.id = s.claimed_by
 """  # noqa: S608 - constant fragments
-SIGNALS_AFTER_SEQ = SIGNALS_SQL + " WHERE s.seq > %(after)s ORDER BY s.seq"
+
+
+def _part_of(column: str) -> str:
+    """The rows of one share of the delegates (``%(parts)s`` shares, this one ``%(part)s``):
+    a replay split across processes by delegate (lanes are independent)."""
+    return (
+        f" AND (%(parts)s::int4 = 1"
+        f" OR mod(hashtext({column}) & 2147483647, %(parts)s::int4) = %(part)s::int4)"
+    )
+
+
+SIGNALS_AFTER_SEQ = (
+    SIGNALS_SQL + " WHERE s.seq > %(after)s" + _part_of("s.delegate_id") + " ORDER BY s.seq"
+)
 SIGNALS_OF_DELEGATE = (
     SIGNALS_SQL + " WHERE s.delegate_id = %(delegate)s AND s.created_at >= %(since)s"
     " AND s.created_at < %(until)s ORDER BY s.created_at, s.seq"
@@ -78,6 +93,7 @@ TURNS_SQL = f"""
       FROM user_turns t LEFT JOIN activations a ON a.id = t.activation_id
      WHERE t.created_at >= %(since)s AND t.created_at < %(until)s
        AND (CAST(%(delegate)s AS text) IS NULL OR t.delegate_id = %(delegate)s)
+       {_part_of("t.delegate_id")}
      ORDER BY t.created_at, t.seq
 """  # noqa: S608 - constant fragments
 ACTIVATIONS_SQL = f"""
@@ -88,19 +104,38 @@ ACTIVATIONS_SQL = f"""
       FROM activations a
      WHERE a.started_at >= %(since)s AND a.started_at < %(until)s
        AND (CAST(%(delegate)s AS text) IS NULL OR a.delegate_id = %(delegate)s)
+       {_part_of("a.delegate_id")}
      ORDER BY a.started_at, a.seq
 """  # noqa: S608 - constant fragments
 
 
 @dataclass
-class Snapshot:
-    """One READ ONLY, REPEATABLE READ transaction (``connection``), exported so the streams'
-    connections read the very same journal."""
+class Reader:
+    """What the streams need to read one snapshot's history, in this process or in another
+    (:func:`joined`): the exported snapshot and the URL; ``opened`` closes the streams'
+    connections."""
 
-    connection: Connection
     exported: str
     url: str
-    _opened: ExitStack = field(default_factory=ExitStack)
+    opened: ExitStack = field(default_factory=ExitStack)
+
+
+@dataclass
+class Snapshot:
+    """One READ ONLY, REPEATABLE READ transaction (``connection``), exported so the streams'
+    connections (``reader``) read the very same journal."""
+
+    connection: Connection
+    reader: Reader
+
+    @property
+    def exported(self) -> str:
+        return self.reader.exported
+
+
+# One share of the delegates: (this share, of how many); (0, 1) is every delegate.
+Part = tuple[int, int]
+WHOLE: Part = (0, 1)
 
 
 @contextmanager
@@ -114,24 +149,33 @@ def snapshot(engine: Engine) -> Iterator[Snapshot]:
         with connection.begin() as transaction, ExitStack() as opened:
             try:
                 exported = connection.execute(text("SELECT pg_export_snapshot()")).scalar_one()
-                yield Snapshot(
-                    connection,
-                    str(exported),
-                    libpq_url(engine.url.render_as_string(hide_password=False)),
-                    opened,
-                )
+                url = libpq_url(engine.url.render_as_string(hide_password=False))
+                yield Snapshot(connection, Reader(str(exported), url, opened))
             finally:
                 transaction.rollback()
 
 
-def _stream(snap: Snapshot, sql: str, params: dict[str, Any]) -> Iterator[Any]:
+@contextmanager
+def joined(exported: str, url: str) -> Iterator[Reader]:
+    """The history of a snapshot exported by another process (which keeps its transaction
+    open meanwhile): streams read through it see exactly what that snapshot sees."""
+    with ExitStack() as opened:
+        yield Reader(exported, url, opened)
+
+
+def _reader(source: Snapshot | Reader) -> Reader:
+    return source.reader if isinstance(source, Snapshot) else source
+
+
+def _stream(source: Snapshot | Reader, sql: str, params: dict[str, Any]) -> Iterator[Any]:
     """The rows of ``sql``: a server-side cursor on a connection of its own in the snapshot's
     history, read ahead by a thread (:class:`_ReadAhead`) so PostgreSQL produces the next page
     while the simulator works through this one. Closed with the snapshot, or when the stream
     ends or is dropped."""
-    raw = snap._opened.enter_context(psycopg.connect(snap.url, autocommit=False))
+    reader = _reader(source)
+    raw = reader.opened.enter_context(psycopg.connect(reader.url, autocommit=False))
     raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-    raw.execute(f"SET TRANSACTION SNAPSHOT '{snap.exported}'")
+    raw.execute(f"SET TRANSACTION SNAPSHOT '{reader.exported}'")
     cursor = raw.cursor(name="replay", binary=True)
     cursor.execute(sql, params)
     ahead = _ReadAhead(cursor)
@@ -214,22 +258,38 @@ def _first_seq(connection: Connection, table: str, since: datetime) -> int:
     return int(back if back is not None else lo) - 1
 
 
+def first_signal_seq(snap: Snapshot, since: datetime) -> int:
+    """Where :func:`signals` of [since, ...) starts reading (pass it as ``after`` to streams of
+    other processes, which have no snapshot connection of their own)."""
+    return _first_seq(snap.connection, "signals", since)
+
+
 def signals(
-    snap: Snapshot, since: datetime, until: datetime, delegate_id: str | None = None
+    source: Snapshot | Reader,
+    since: datetime,
+    until: datetime,
+    delegate_id: str | None = None,
+    *,
+    after: int | None = None,
+    part: Part = WHOLE,
 ) -> Iterator[RecordedSignal]:
     """The recorded signals created in [since, until) (:data:`SIGNAL_COLUMNS`), in insertion
-    order (a delegate's: in creation order)."""
+    order (a delegate's: in creation order). ``part``: only that share of the delegates;
+    ``after``: :func:`first_signal_seq` (found here when ``source`` is a snapshot)."""
     if delegate_id is not None:
         yield from _stream(
-            snap,
+            source,
             SIGNALS_OF_DELEGATE,
             {"delegate": delegate_id, "since": since, "until": until},
         )
         return
     first, last = since.timestamp(), until.timestamp()
     stop = last + SLACK_S
-    after = _first_seq(snap.connection, "signals", since)
-    for row in _stream(snap, SIGNALS_AFTER_SEQ, {"after": after}):
+    if after is None:
+        assert isinstance(source, Snapshot), "a reader of another process needs after"
+        after = first_signal_seq(source, since)
+    params = {"after": after, "part": part[0], "parts": part[1]}
+    for row in _stream(source, SIGNALS_AFTER_SEQ, params):
         created = row[7]
         if created >= stop:
             return
@@ -237,24 +297,80 @@ def signals(
             yield row
 
 
+def _range(since: datetime, until: datetime, delegate_id: str | None, part: Part) -> dict[str, Any]:
+    """The parameters of a recorded range read: [since, until), one delegate or all, a share."""
+    return {"since": since, "until": until, "delegate": delegate_id, "part": part[0],
+            "parts": part[1]}  # fmt: skip
+
+
 def user_turns(
-    snap: Snapshot, since: datetime, until: datetime, delegate_id: str | None = None
+    source: Snapshot | Reader,
+    since: datetime,
+    until: datetime,
+    delegate_id: str | None = None,
+    *,
+    part: Part = WHOLE,
 ) -> Iterator[RecordedTurn]:
     """The recorded user turns created in [since, until) (:data:`TURN_COLUMNS`), in creation
     order (``ix_user_turns_created_at``)."""
-    return _stream(snap, TURNS_SQL, {"since": since, "until": until, "delegate": delegate_id})
+    return _stream(source, TURNS_SQL, _range(since, until, delegate_id, part))
 
 
 def activations(
-    snap: Snapshot, since: datetime, until: datetime, delegate_id: str | None = None
+    source: Snapshot | Reader,
+    since: datetime,
+    until: datetime,
+    delegate_id: str | None = None,
+    *,
+    part: Part = WHOLE,
 ) -> Iterator[RecordedActivation]:
     """The recorded activations started in [since, until) (:data:`ACTIVATION_COLUMNS`), in
     start order (``ix_activations_started_at``)."""
-    return _stream(
-        snap,
-        ACTIVATIONS_SQL,
-        {"since": since, "until": until, "delegate": delegate_id},
-    )
+    return _stream(source, ACTIVATIONS_SQL, _range(since, until, delegate_id, part))
+
+
+def _mean_duration_sql(signals_where: str) -> str:
+    return f"""
+    SELECT count(*) AS n,
+           sum(greatest(0, extract(epoch FROM a.finished_at - a.started_at)))::float8 AS total
+      FROM (SELECT s.claimed_by AS activation_id FROM signals s
+             WHERE {signals_where} AND s.created_at >= %(since)s AND s.created_at < %(until)s
+            UNION ALL
+            SELECT t.activation_id FROM user_turns t
+             WHERE t.created_at >= %(since)s AND t.created_at < %(until)s
+               AND (CAST(%(delegate)s AS text) IS NULL OR t.delegate_id = %(delegate)s)) x
+      JOIN activations a ON a.id = x.activation_id
+     WHERE a.started_at IS NOT NULL AND a.finished_at IS NOT NULL
+"""  # noqa: S608 - constant fragments
+
+
+# The signals as :func:`signals` reads them: from a seq on, or one delegate's by creation.
+MEAN_DURATION_AFTER_SEQ = _mean_duration_sql("s.seq > %(after)s")
+MEAN_DURATION_OF_DELEGATE = _mean_duration_sql("s.delegate_id = %(delegate)s")
+
+
+def mean_duration(
+    snap: Snapshot,
+    since: datetime,
+    until: datetime,
+    delegate_id: str | None = None,
+    *,
+    after: int | None = None,
+) -> float | None:
+    """The mean recorded duration (seconds) of the activations that delivered the range's
+    signals (one per signal) and ran its user turns (one per turn): what a replayed batch the
+    record never ran lasts. None: the range has none. One aggregate over the range."""
+    params: dict[str, Any] = {"since": since, "until": until, "delegate": delegate_id}
+    if delegate_id is None:
+        params["after"] = first_signal_seq(snap, since) if after is None else after
+        sql = MEAN_DURATION_AFTER_SEQ
+    else:
+        sql = MEAN_DURATION_OF_DELEGATE
+    raw = snap.connection.exec_driver_sql(sql, params).one()
+    n, total = raw
+    if not n:
+        return None
+    return float(total or 0.0) / int(n)
 
 
 def first_and_last(connection: Connection) -> tuple[datetime | None, datetime | None]:

@@ -23,7 +23,14 @@ from datetime import UTC, datetime, timedelta
 
 from inner_plane.activation import Trigger
 from inner_plane.attention.document import AttentionPolicy, KindTiming
-from inner_plane.attention.policy import budget_frees_at, wait_before_claim, window_by_kind
+from inner_plane.attention.policy import (
+    Look,
+    budget_frees_in,
+    later,
+    look,
+    wait_before_claim,
+    window_by_kind,
+)
 from inner_plane.attention.quiet import QuietHours, quiet_until
 from inner_plane.config import Settings
 from inner_plane.journal.lane.claims import DueWindow, SafePointCheck
@@ -104,11 +111,12 @@ class LanePolicy:
                 found[kind] = limit
         return found
 
-    def window_wait(self, window: DueWindow) -> tuple[float | None, str | None]:
+    def window_wait(self, window: DueWindow | Look) -> tuple[float | None, str | None]:
         """Seconds before claiming (None: nothing due), and the rule whose window binds."""
-        if self.kind_timing is None or not window.kinds:
-            return wait_before_claim(window, self.quiet_s, self.max_age_s), None
-        return window_by_kind(window, self.kind_timing)
+        seen = look(window)
+        if self.kind_timing is None or not seen.kinds:
+            return wait_before_claim(seen, self.quiet_s, self.max_age_s), None
+        return window_by_kind(seen, self.kind_timing)
 
 
 @dataclass(frozen=True)
@@ -151,13 +159,13 @@ class Run:
 Decision = Wait | Idle | DeferForBudget | Run
 
 
-def takes_user_turn(window: DueWindow) -> bool:
+def takes_user_turn(window: DueWindow | Look) -> bool:
     """A queued user turn runs before any background work, except a permitted interrupt."""
     return window.user_turn_waiting and not window.interrupt
 
 
 def decide(
-    window: DueWindow,
+    window: DueWindow | Look,
     policy: LanePolicy,
     *,
     first: bool,
@@ -166,27 +174,29 @@ def decide(
 ) -> Decision:
     """What the lane does with this step. ``user_turn_channel``: the channel of the user turn
     the runner took for this step (after :func:`takes_user_turn`), None if it took none.
-    ``first``: no background activation ran yet in this lane run (later ones are drains)."""
+    ``first``: no background activation ran yet in this lane run (later ones are drains).
+    ``window``: the live lane's due window, or the same as plain numbers (:class:`Look`)."""
+    seen = look(window)
     if user_turn_channel is not None:
         return Run(
             Trigger.USER_TURN,
             f"user turn on {user_turn_channel}",
-            background_waits=window.count > 0 and first and reason == "wake",
+            background_waits=seen.due > 0 and first and reason == "wake",
         )
-    wait, rule = policy.window_wait(window)
+    wait, rule = policy.window_wait(seen)
     if wait is None:
-        return Idle(countdown(window.next_available_in))
+        return Idle(countdown(seen.next_available_in))
     if wait > 0:
         return Wait(wait, rule)
-    if window.interrupt:
+    if seen.interrupt:
         return Run(Trigger.INTERRUPT, reason)
-    frees = budget_frees_at(
-        window.autonomous_last_hour, window.oldest_autonomous, policy.wake_budget_per_hour
+    frees_in = budget_frees_in(
+        seen.autonomous_last_hour, seen.since_oldest_autonomous, policy.wake_budget_per_hour
     )
-    if frees is not None:
+    if frees_in is not None:
         return DeferForBudget(
-            frees,
-            f"budget: {window.autonomous_last_hour} autonomous activations in the last hour "
+            later(seen.now, frees_in),
+            f"budget: {seen.autonomous_last_hour} autonomous activations in the last hour "
             f"(limit {policy.wake_budget_per_hour})",
         )
     return Run(Trigger.WAKE if first else Trigger.DRAIN, reason)

@@ -1,9 +1,10 @@
 """The activation lane: at most one base-agent activation per delegate at a time.
 
-Guarded three ways: the activation queue is consumed with concurrency 1 and prefetch 1; a Redis
-lock rejects a second attempt early; and the PostgreSQL lease with its ``epoch`` fencing token
-decides: every transaction an activation writes checks the epoch first, so a holder whose lease
-was taken over writes nothing.
+Guarded by the activation queue, consumed with concurrency 1 and prefetch 1, and decided by the
+PostgreSQL lease with its ``epoch`` fencing token (a Redis lock is taken beside the lease, but
+only its script's clearing of the wake debounce and the turn marker changes what a run does):
+every transaction an activation writes checks the epoch first, so a holder whose lease was taken
+over writes nothing.
 
 One lane run holds the lease and drains: queued user turns first (a background activation never
 goes before a waiting user), then batches of due signals, until nothing is due or its time slice
@@ -31,6 +32,7 @@ from sqlalchemy import Connection
 from inner_plane import logs
 from inner_plane.activation import Preempted, Trigger
 from inner_plane.agent.port import BaseAgent, Composer, ContextKeeper
+from inner_plane.attention import wakes
 from inner_plane.attention.document import AttentionPolicy
 from inner_plane.attention.live import policy_source
 from inner_plane.attention.wakes import clear_debounce, lane_lock, send_activate
@@ -108,11 +110,9 @@ class Lane:
         outcome = LaneOutcome()
         self._delegate = delegate_id
         self._debounce_cleared = False
-        lock = self._lock(delegate_id)
-        if lock is False:
-            # Held by a lane that runs, or by one that died (the Redis lock outlives it by up to
-            # the TTL): the lease decides, and takes over at once from a dead holder.
-            lock = None
+        lock_take: wakes.Sent | None = None
+        lock: Any = None
+        lock_answered = False
         # The run's own connection: its transactions, and the liveness lock held on it for as
         # long as the lease (PostgreSQL frees the lock the moment this process dies).
         self._connection = self.runtime.engine.connect()
@@ -130,9 +130,26 @@ class Lane:
             first_window = pipeline.after(
                 self._connection, *claims.window_statement(delegate_id, opening=True)
             )
+            # The Redis lock's take is sent now and answered after the lease's round trip (over
+            # a network, the activation waits for one of the two, not both): the lease decides,
+            # whatever it answers.
+            lock_take = self._send_lock(delegate_id)
             taken = self.leases.take(
                 delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
             )
+            # False: held by a lane that runs, or by one that died (the Redis lock outlives it
+            # by up to the TTL): the lease decides, and takes over at once from a dead holder.
+            lock, lock_answered = self._lock(lock_take), True
+            first_take = taken is not None
+            if taken is None and self._debounce_cleared:
+                # The lock was free and its script cleared the wake debounce, but the lease
+                # was held: a holder letting go just then may have looked for work before
+                # that clear, and a wake the debounce held back meanwhile would go unheard.
+                # Taken again after the clear, the lease is this run's (it reads the work
+                # itself) or still held (the holder's look after its release comes later).
+                taken = self.leases.take(
+                    delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
+                )
             if taken is None and self._turn_waiting_on_holder(delegate_id):
                 taken = self.leases.take(
                     delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
@@ -149,7 +166,7 @@ class Lane:
             # (after waiting on a dead holder) ran without it.
             self._first_window = (
                 claims.window_answer(first_window.one())
-                if first_window.ran and not left_behind
+                if first_take and first_window.ran and not left_behind
                 else None
             )
             try:
@@ -162,17 +179,25 @@ class Lane:
             finally:
                 self._first_window = None
                 self.heartbeat.end()
-                # Taken over in between, this run has nothing left to write: it only lets go.
-                self._let_go(None if outcome.lease_lost else (delegate_id, epoch))
+                # The lock's release rides beside the lease's (sent before it, read after).
+                release = None if lock is None else wakes.send_release(lock)
+                try:
+                    # Taken over in between, this run has nothing left to write: it only lets go.
+                    self._let_go(None if outcome.lease_lost else (delegate_id, epoch))
+                finally:
+                    if release is not None:
+                        lock = None
+                    wakes.released(release)
         finally:
             self.notices.unwatch(delegate_id, self._yield_hint)
             pipeline.discard(self._connection)
             self._let_go()
             connection, self._connection = self._connection, None
             connection.close()
-            if lock:
-                with contextlib.suppress(redis.RedisError, redis.exceptions.LockError):
-                    lock.release()
+            if lock_take is not None and not lock_answered:  # the lease's take failed first
+                lock = self._lock(lock_take)
+            if lock is not None:  # a run that ended before its lease's release: let go now
+                wakes.released(wakes.send_release(lock))
         if not outcome.lease_lost and outcome.deferred is None:
             self._after_release(delegate_id, reschedule)
         return outcome
@@ -247,18 +272,20 @@ class Lane:
 
         return closing
 
-    def _lock(self, delegate_id: str) -> Any:
-        """A held redis-py Lock, False if someone else holds it, None if Redis is unreachable
-        (the lease still guarantees exclusivity)."""
-        lock = lane_lock(self.runtime, delegate_id, self.settings.lease_ttl_s)
+    def _send_lock(self, delegate_id: str) -> wakes.Sent:
+        return wakes.send_take(lane_lock(self.runtime, delegate_id, self.settings.lease_ttl_s))
+
+    def _lock(self, sent: wakes.Sent) -> Any:
+        """The held lock, or None: someone else holds it, or Redis is unreachable (the lease
+        still guarantees exclusivity)."""
         try:
-            taken = lock.acquire()
-            # Taken, the lock cleared the wake debounce in the same round trip.
-            self._debounce_cleared = taken
-            return lock if taken else False
+            took = wakes.taken(sent)
         except redis.RedisError as error:
-            logs.emit("lock_unavailable", delegate=delegate_id, reason=str(error)[:200])
+            logs.emit("lock_unavailable", delegate=self._delegate, reason=str(error)[:200])
             return None
+        # Taken, the lock cleared the wake debounce in the same round trip.
+        self._debounce_cleared = took
+        return sent.lock if took else None
 
     def _recover(self, delegate_id: str, epoch: int) -> None:
         with self._transaction() as connection:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from inner_plane import logs
-from inner_plane.attention.wakes import send_activate
+from inner_plane.attention.wakes import wake_for_turn
 from inner_plane.journal.lane.user_turns import UnknownQuestion, UserTurns
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
@@ -62,13 +62,14 @@ def user_turn(
 
 
 def wake_for_user_turn(runtime: Runtime, delegate_id: str) -> None:
-    """Enqueue an activate for a journaled turn. Always, not only when no lane runs: a lane
-    that is running takes the turn first anyway (and the spare activate then finds nothing to
-    do), while a holder that just died is taken over at once by this activate (its liveness
-    lock is gone), so a turn after a crash is answered promptly. A lost message costs one sweep
-    period (the sweeper wakes queued turns without a live lease)."""
+    """Enqueue an activate for a journaled turn, unless one sent for an earlier turn has not
+    started yet (:func:`inner_plane.attention.wakes.wake_for_turn`). Also when a lane runs: it
+    takes the turn first anyway (and the spare activate then finds nothing to do), while a
+    holder that just died is taken over at once by this activate (its liveness lock is gone), so
+    a turn after a crash is answered promptly. A lost message costs one sweep period (the
+    sweeper wakes queued turns without a live lease)."""
     try:
-        send_activate(runtime, delegate_id)
+        wake_for_turn(runtime, delegate_id)
     except Exception as error:  # broker down: the turn is journaled; the sweeper wakes it
         logs.emit("wake_schedule_failed", delegate=delegate_id, reason=str(error)[:200])
 

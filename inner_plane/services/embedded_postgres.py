@@ -105,6 +105,11 @@ class EmbeddedPostgres(ServerProcess):
             in_cluster = str(self.pgdata) in command_line(pid)
         return pid if in_cluster else None
 
+    def stopped_cleanly(self) -> bool:
+        # A postmaster removes its lock file when it shuts down cleanly (also one we adopted,
+        # whose exit status we cannot read); a crash or kill -9 leaves it behind.
+        return super().stopped_cleanly() or not (self.pgdata / "postmaster.pid").exists()
+
     def other_server(self) -> int | None:
         pid = self.running_pid()
         return pid if pid is not None and pid != self.pid else None

@@ -25,6 +25,10 @@ PROBE_EVERY_S = 2.0
 # Seconds from seeing a server gone to the first restart: `pg_ctl restart` starts its own
 # postmaster within this, and the keeper adopts it instead of racing it for the lock file.
 FIRST_RESTART_AFTER_S = 1.0
+# A server that stopped cleanly (exit 0, or a postmaster that removed its own lock file) was
+# stopped on purpose: `pg_ctl restart` starts its successor next, which on a loaded machine can
+# take seconds after the old one is gone. The keeper waits this long for it before its own start.
+FIRST_RESTART_AFTER_CLEAN_STOP_S = 10.0
 # A server that runs but does not answer, or one someone else started on our lock file, gets
 # this long before the console hears that it is waited for (`pg_ctl restart` shuts down and
 # answers again well within it: its one line is the adoption).
@@ -66,9 +70,12 @@ def next_move(look: Look) -> Move:
     return Move.RESTART if look.restart_due else Move.WAIT
 
 
-def backoff_s(failures: int) -> float:
-    """Seconds before the next restart after ``failures`` failed ones."""
-    return min(MAX_BACKOFF_S, 2.0 ** max(0, failures - 1)) if failures else FIRST_RESTART_AFTER_S
+def backoff_s(failures: int, stopped_cleanly: bool = False) -> float:
+    """Seconds before the next restart after ``failures`` failed ones (the first one sooner
+    after a crash than after a clean stop, whose successor may be on its way)."""
+    if failures:
+        return min(MAX_BACKOFF_S, 2.0 ** max(0, failures - 1))
+    return FIRST_RESTART_AFTER_CLEAN_STOP_S if stopped_cleanly else FIRST_RESTART_AFTER_S
 
 
 class StoreKeeper:
@@ -148,7 +155,7 @@ class StoreKeeper:
                 f"{server.where()}; waiting for it",
             )
         else:
-            self._mark_down(now, None)
+            self._mark_down(now, None, stopped_cleanly=server.stopped_cleanly())
         other = None if alive else server.other_server()
         look = Look(
             alive=alive,
@@ -213,10 +220,10 @@ class StoreKeeper:
         self.say(f"!! embedded {server.name} is back (pid {server.pid})")
         self._back_up(quiet=True)
 
-    def _mark_down(self, now: float, line: str | None) -> None:
+    def _mark_down(self, now: float, line: str | None, stopped_cleanly: bool = False) -> None:
         if self._down_since is None:
             self._down_since = now
-            self._next_restart = now + FIRST_RESTART_AFTER_S
+            self._next_restart = now + backoff_s(0, stopped_cleanly)
         # A server shutting down for a restart refuses connections for a moment: only a silence
         # that lasts is worth a line.
         if line is not None and not self._said_down and now - self._down_since >= QUIET_WAIT_S:

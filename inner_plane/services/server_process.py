@@ -143,6 +143,11 @@ class ServerProcess:
             return "exited"
         return f"killed by signal {-code}" if code < 0 else f"exited with {code}"
 
+    def stopped_cleanly(self) -> bool:
+        """Whether a server that is no longer alive was stopped on purpose rather than crashed
+        (only known for our own child: an adopted one's exit status is not ours to read)."""
+        return self.process is not None and self.process.returncode == 0
+
     def stop(self, grace: float = 20.0) -> bool:
         """Stop the server; True if it was running."""
         pid = self.pid

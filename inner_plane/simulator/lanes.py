@@ -22,6 +22,7 @@ What stands in for what the live plane does:
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,8 @@ from typing import Any
 
 from inner_plane.activation import Trigger
 from inner_plane.attention.document import AttentionPolicy
-from inner_plane.journal.lane.claims import DueWindow, KindWindow, SafePointCheck
+from inner_plane.attention.policy import Look
+from inner_plane.journal.lane.claims import SafePointCheck
 from inner_plane.lane import decide
 from inner_plane.signals.model import Mode
 
@@ -47,7 +49,7 @@ def at(seconds: float, _from: Any = datetime.fromtimestamp, _utc: Any = UTC) -> 
 
 # The window of a lane with nothing pending and no user turn: every decision on it is Idle, and
 # none reads its time, so one instance serves every such step.
-EMPTY_WINDOW = DueWindow(count=0, oldest=None, newest=None, interrupt=False, now=EPOCH)
+EMPTY_WINDOW = Look(due=0, since_oldest=None, since_newest=None, interrupt=False, now=0.0)
 
 
 @dataclass(slots=True)
@@ -295,8 +297,9 @@ class Plane:
         lane.first = True
         self._step(lane, "wake")
 
-    def _window(self, lane: VirtualLane, now: float) -> DueWindow:
-        """The due window the live lane's statement would read for this lane at ``now``."""
+    def _window(self, lane: VirtualLane, now: float) -> Look:
+        """The due window the live lane's statement would read for this lane at ``now``, as the
+        plain numbers the decisions read (:class:`Look`: ages in seconds)."""
         pending = lane.pending
         if not pending and not lane.turns:
             return EMPTY_WINDOW  # nothing due: the decision reads no time (Idle)
@@ -306,23 +309,22 @@ class Plane:
             mode = only.mode
             if only.available > now or (mode is not Mode.WAKE and mode is not Mode.INTERRUPT):
                 return EMPTY_WINDOW
-            moment = at(only.available)
+            age = now - only.available
             starts = lane.starts
             while starts and starts[0] <= now - HOUR:
                 starts.popleft()
             counts = bool(starts) and mode is not Mode.INTERRUPT
-            return DueWindow(
+            return Look(
                 1,
-                moment,
-                moment,
+                age,
+                age,
                 mode is Mode.INTERRUPT,
-                at(now),
-                autonomous_last_hour=len(starts) if counts else 0,
-                oldest_autonomous=at(starts[0]) if counts else None,
-                kinds=(KindWindow(only.kind, 1, moment, moment),)
-                if lane.policy.kind_timing is not None
-                else (),
-                policy_version=self.policy.version,
+                now,
+                False,
+                None,
+                len(starts) if counts else 0,
+                now - starts[0] if counts else None,
+                ((only.kind, age, age),) if lane.policy.kind_timing is not None else (),
             )
         # Kinds matter only when some kind has a window of its own.
         by_kind = lane.policy.kind_timing is not None
@@ -348,30 +350,27 @@ class Plane:
             if by_kind:
                 group = groups.get(signal.kind)
                 if group is None:
-                    groups[signal.kind] = [signal.kind, 1, available, available]
+                    groups[signal.kind] = [signal.kind, available, available]
                 else:
-                    group[1] += 1
+                    if available > group[1]:
+                        group[1] = available
                     if available < group[2]:
                         group[2] = available
-                    if available > group[3]:
-                        group[3] = available
         starts = lane.starts
         while starts and starts[0] <= now - HOUR:
             starts.popleft()
         counted = count and not interrupt
-        return DueWindow(
+        return Look(
             count,
-            at(oldest) if count else None,
-            at(newest) if count else None,
+            now - oldest if count else None,
+            now - newest if count else None,
             interrupt,
-            at(now),
-            user_turn_waiting=bool(lane.turns),
-            autonomous_last_hour=len(starts) if counted else 0,
-            oldest_autonomous=at(starts[0]) if starts and counted else None,
-            kinds=tuple([KindWindow(g[0], g[1], at(g[2]), at(g[3])) for g in groups.values()])
-            if groups
-            else (),
-            policy_version=self.policy.version,
+            now,
+            bool(lane.turns),
+            None,
+            len(starts) if counted else 0,
+            now - starts[0] if starts and counted else None,
+            tuple([(g[0], now - g[1], now - g[2]) for g in groups.values()]) if groups else (),
         )
 
     def _step(self, lane: VirtualLane, reason: str) -> None:
@@ -414,11 +413,14 @@ class Plane:
             self.observer.window_wait(lane.delegate_id, decision.rule)
             again = decide.after_release(decision.seconds, work_left=True)
             if again is not None:
-                self._look(lane, now + again)
+                # A wait below the clock's resolution (ages are differences of epoch floats)
+                # still moves the clock on: the live lane's times step by whole microseconds.
+                self._look(lane, max(now + again, math.nextafter(now, math.inf)))
             return
         if kind is decide.DeferForBudget:
             assert isinstance(decision, decide.DeferForBudget)
-            until = decision.until.timestamp()
+            # Microseconds, as the live lane's times: never before the clock's next tick.
+            until = max(decision.until.timestamp(), math.nextafter(now, math.inf))
             deferred = 0
             for signal in lane.pending:
                 if signal.available <= now and signal.mode in (Mode.WAKE, Mode.INTERRUPT):

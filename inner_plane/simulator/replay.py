@@ -6,6 +6,10 @@ and calls nothing but pure functions; it sends no task, touches no Redis key, ca
 Every stream is read in keyset pages and every figure is a counter or a histogram, so memory
 stays flat whatever the range holds (the per-delegate state is what the live plane holds too).
 
+Lanes are independent, so ``workers`` processes may share the replay by delegate: each reads its
+share of the delegates in the same exported snapshot (forked, it inherits everything else), and
+the partial reports (sums, unions, histograms) merge into the one a single process gives.
+
 Stated rules where the record cannot answer:
 
 - a signal's mode and priority under the candidate are what publishing it would give now: the
@@ -14,20 +18,26 @@ Stated rules where the record cannot answer:
 - a signal is replayed at its recorded ``created_at``; one caused by an activation keeps its
   recorded time even if the candidate moves that activation;
 - an activation lasts as long as the recorded one that delivered its signals (the longest); a
-  batch none of whose signals the record saw delivered lasts the mean recorded duration
-  (``signals.unrecorded_outcome`` counts those signals);
+  batch none of whose signals the record saw delivered lasts the mean recorded duration of the
+  range (:func:`journal.replay.mean_duration`; ``signals.unrecorded_outcome`` counts those
+  signals);
 - a recorded activation is *reproduced* when the candidate runs one of the same delegate, with
   the same signals and user turn, starting within ``tolerance_s`` of it.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
+import multiprocessing
+import os
+import traceback
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from multiprocessing.connection import Connection
 from typing import Any
 
 from sqlalchemy import Engine
@@ -56,6 +66,8 @@ _PRUNE_EVERY = 20_000
 _RECENT_ACTIVATIONS = 5_000
 # Unmatched activations of either side kept for the fidelity match, at most.
 MAX_WAITING = 50_000
+# Processes a replay is split across by default, at most.
+MAX_WORKERS = 4
 
 # (delegate, its signal ids sorted and comma-separated, its user turn's id)
 ActivationKey = tuple[str, str, str | None]
@@ -152,22 +164,6 @@ class Candidate(Observer):
         return None
 
 
-@dataclass
-class Durations:
-    """The running mean of recorded activation durations: the stand-in for batches the record
-    never ran."""
-
-    total: float = 0.0
-    n: int = 0
-
-    def add(self, seconds: float) -> None:
-        self.total += seconds
-        self.n += 1
-
-    def mean(self) -> float:
-        return 1.0 if self.n == 0 else self.total / self.n
-
-
 def candidate_policy(document: PolicyDocument, settings: Settings) -> AttentionPolicy:
     return AttentionPolicy.build(document, SettingsDefaults.of(settings))
 
@@ -205,18 +201,19 @@ class _Replay:
         policy: AttentionPolicy,
         tolerance_s: float,
         batches: list[list[uuid.UUID]] | None,
+        fallback_s: float,
     ) -> None:
         self.policy = policy
         self.fidelity = Fidelity(tolerance_s)
         self.candidate = Candidate(self.fidelity, batches)
         self.recorded = Figures()
-        self.durations = Durations()
-        self.plane = Plane(policy, self.candidate, self.durations.mean)
+        self.plane = Plane(policy, self.candidate, lambda: fallback_s)
         self.publishing = Publishing(registry, policy)
         self.matched_rules: set[str] = set()
         self.seen_pairs: set[tuple[str, str]] = set()
-        # Which kinds each recent recorded activation delivered (per-kind activation counts).
-        self.recorded_kinds: dict[str, set[str]] = {}
+        # Which kinds each recent recorded activation delivered (per-kind activation counts):
+        # one kind as itself, more as a set.
+        self.recorded_kinds: dict[str, str | set[str]] = {}
         self.replayed = self.ambient = self.turns = self.unrecorded = 0
 
     def run(
@@ -274,17 +271,22 @@ class _Replay:
         if a_started is not None:
             if a_finished is not None:
                 recorded_s = max(0.0, a_finished - a_started)
-                self.durations.add(recorded_s)
             if recorded_mode != "ambient":
                 self.recorded.add_delay(kind, a_started - moment)
                 if activation_id is not None:
-                    figures = self.recorded.kind(kind)
-                    seen = self.recorded_kinds.get(activation_id)
+                    # One kind (the usual batch) is kept as itself, more as a set.
+                    recorded_kinds = self.recorded_kinds
+                    seen = recorded_kinds.get(activation_id)
                     if seen is None:
-                        seen = self.recorded_kinds[activation_id] = set()
-                    if kind not in seen:
+                        recorded_kinds[activation_id] = kind
+                        self.recorded.kind(kind).activations += 1
+                    elif isinstance(seen, str):
+                        if seen != kind:
+                            recorded_kinds[activation_id] = {seen, kind}
+                            self.recorded.kind(kind).activations += 1
+                    elif kind not in seen:
                         seen.add(kind)
-                        figures.activations += 1
+                        self.recorded.kind(kind).activations += 1
         if mode is Mode.AMBIENT:
             self.ambient += 1
             return
@@ -302,7 +304,6 @@ class _Replay:
         turn_s: float | None = None
         if a_started is not None and a_finished is not None:
             turn_s = max(0.0, a_finished - a_started)
-            self.durations.add(turn_s)
         self.plane.user_turn(delegate, SimTurn(turn_id, moment, turn_s))
 
     def activation(self, row: journal.RecordedActivation) -> None:
@@ -318,6 +319,145 @@ class _Replay:
         self.fidelity.record((delegate, signal_ids, turn_id), started)
 
 
+@dataclass
+class Partial:
+    """What the replay of one share of the delegates found: merged with the other shares'
+    (:meth:`merge`), the report of the whole (every figure is a sum, a union or a histogram)."""
+
+    recorded: Figures
+    candidate: Figures
+    recorded_activations: int
+    reproduced: int
+    replayed: int
+    ambient: int
+    turns: int
+    unrecorded: int
+    matched_rules: set[str]
+    batches: list[list[uuid.UUID]] | None
+
+    def merge(self, other: Partial) -> None:
+        self.recorded.merge(other.recorded)
+        self.candidate.merge(other.candidate)
+        self.recorded_activations += other.recorded_activations
+        self.reproduced += other.reproduced
+        self.replayed += other.replayed
+        self.ambient += other.ambient
+        self.turns += other.turns
+        self.unrecorded += other.unrecorded
+        self.matched_rules |= other.matched_rules
+        if self.batches is not None and other.batches is not None:
+            self.batches.extend(other.batches)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One share's replay: everything it reads is in the snapshot (``exported``) or here."""
+
+    exported: str
+    url: str
+    registry: KindRegistry
+    policy: AttentionPolicy
+    since: datetime
+    until: datetime
+    delegate_id: str | None
+    after: int | None
+    tolerance_s: float
+    want_batches: bool
+    fallback_s: float
+    time_zones: dict[str, str] | None
+    spent: dict[tuple[str, int], float] | None
+
+    def run(self, part: journal.Part) -> Partial:
+        batches: list[list[uuid.UUID]] | None = [] if self.want_batches else None
+        replay = _Replay(self.registry, self.policy, self.tolerance_s, batches, self.fallback_s)
+        plane = replay.plane
+        if self.time_zones is not None:
+            plane.time_zones = self.time_zones
+        if self.spent is not None:
+            spent = self.spent
+            plane.spending = Spending(lambda d, day: spent.get((d, day), 0.0))
+        since, until, delegate = self.since, self.until, self.delegate_id
+        with journal.joined(self.exported, self.url) as reader:
+            replay.run(
+                journal.signals(reader, since, until, delegate, after=self.after, part=part),
+                journal.user_turns(reader, since, until, delegate, part=part),
+                journal.activations(reader, since, until, delegate, part=part),
+            )
+        plane.finish(math.inf)
+        matched = replay.matched_rules
+        for lane in plane.lanes:
+            for rule in self.policy.matching(lane, None):
+                matched.add(rule.label)
+        return Partial(
+            replay.recorded,
+            replay.candidate.figures,
+            replay.fidelity.recorded,
+            replay.fidelity.reproduced,
+            replay.replayed,
+            replay.ambient,
+            replay.turns,
+            replay.unrecorded,
+            matched,
+            batches,
+        )
+
+
+def _share(job: _Job, part: journal.Part, out: Connection) -> None:
+    """A child process's share (forked: ``job`` is inherited, only the result is pickled)."""
+    # Nothing inherited is ever collected here: no finalizer of the parent's objects (a
+    # connection's, say) runs in this process.
+    gc.freeze()
+    try:
+        result: tuple[str, Any] = ("ok", job.run(part))
+    except BaseException:  # handed to the parent, which raises it
+        result = ("error", traceback.format_exc())
+    out.send(result)
+    out.close()
+
+
+def _in_shares(job: _Job, workers: int) -> Partial:
+    """The replay split by delegate across ``workers`` processes (this one runs share 0), each
+    reading its share in the snapshot's history; their partial reports merged."""
+    context = multiprocessing.get_context("fork")
+    children = []
+    for n in range(1, workers):
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(
+            target=_share, args=(job, (n, workers), send), name=f"simulate-{n}", daemon=True
+        )
+        child.start()
+        send.close()
+        children.append((child, receive))
+    try:
+        merged = job.run((0, workers))
+        for child, receive in children:
+            try:
+                status, value = receive.recv()
+            except EOFError:
+                child.join()
+                raise RuntimeError(
+                    f"simulator process {child.name} ended without a result "
+                    f"(exit code {child.exitcode})"
+                ) from None
+            if status != "ok":
+                raise RuntimeError(f"simulator process {child.name} failed:\n{value}")
+            merged.merge(value)
+    finally:
+        for child, receive in children:
+            receive.close()
+            if child.is_alive():
+                child.join(timeout=1.0)
+            if child.is_alive():
+                child.terminate()
+                child.join()
+    return merged
+
+
+def default_workers() -> int:
+    """Processes a replay uses by default: the CPU count, at most :data:`MAX_WORKERS`."""
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
 def simulate(
     engine: Engine,
     registry: KindRegistry,
@@ -329,37 +469,58 @@ def simulate(
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     label: str = "candidate",
     batches: list[list[uuid.UUID]] | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """The report (see the module's rules). ``batches``: if given, filled with the signal ids
-    of every activation the candidate runs (tests)."""
+    of every activation the candidate runs (tests). ``workers``: processes the replay is split
+    across by delegate (lanes are independent; each reads its share in the same snapshot);
+    the report is the same whatever the number. One delegate, or a small range, runs here."""
     policy = candidate_policy(document, settings)
-    replay = _Replay(registry, policy, tolerance_s, batches)
     with journal.snapshot(engine) as snap:
         deferrals = journal.budget_deferrals(snap, since, until, delegate_id)
-        if policy.needs_zones:
-            replay.plane.time_zones = journal.time_zones(snap)
-        if policy.needs_tokens:
-            spent = journal.tokens_per_activation(snap, since, until, delegate_id)
-            replay.plane.spending = Spending(lambda d, day: spent.get((d, day), 0.0))
-        replay.run(
-            journal.signals(snap, since, until, delegate_id),
-            journal.user_turns(snap, since, until, delegate_id),
-            journal.activations(snap, since, until, delegate_id),
+        after = None if delegate_id is not None else journal.first_signal_seq(snap, since)
+        fallback_s = journal.mean_duration(snap, since, until, delegate_id, after=after)
+        spent = (
+            journal.tokens_per_activation(snap, since, until, delegate_id)
+            if policy.needs_tokens
+            else None
         )
-    recorded, candidate, fidelity = replay.recorded, replay.candidate, replay.fidelity
+        job = _Job(
+            snap.exported,
+            snap.reader.url,
+            registry,
+            policy,
+            since,
+            until,
+            delegate_id,
+            after,
+            tolerance_s,
+            batches is not None,
+            1.0 if fallback_s is None else fallback_s,
+            journal.time_zones(snap) if policy.needs_zones else None,
+            spent,
+        )
+        if workers > 1 and delegate_id is None:
+            partial = _in_shares(job, workers)
+        else:
+            partial = job.run(journal.WHOLE)
+    recorded, candidate = partial.recorded, partial.candidate
     (
         recorded.budget_deferrals,
         recorded.token_budget_deferrals,
         recorded.quiet_hours_deferrals,
     ) = deferrals
-    replay.plane.finish(math.inf)
-    matched_rules = replay.matched_rules
-    for delegate in replay.plane.lanes:
-        for rule in policy.matching(delegate, None):
-            matched_rules.add(rule.label)
+    if batches is not None and partial.batches is not None:
+        batches.extend(partial.batches)
+    matched_rules = partial.matched_rules
     never = [label_ for label_ in policy.rule_labels() if label_ not in matched_rules]
+    share = (
+        None
+        if partial.recorded_activations == 0
+        else round(partial.reproduced / partial.recorded_activations, 4)
+    )
     return {
-        "fidelity": fidelity.share,
+        "fidelity": share,
         "range": {
             "since": since.isoformat(),
             "until": until.isoformat(),
@@ -367,24 +528,24 @@ def simulate(
         },
         "policy": {"candidate": label, "rules": policy.rule_labels()},
         "signals": {
-            "replayed": replay.replayed,
-            "ambient": replay.ambient,
-            "unrecorded_outcome": replay.unrecorded,
+            "replayed": partial.replayed,
+            "ambient": partial.ambient,
+            "unrecorded_outcome": partial.unrecorded,
             "rule": "a batch no recorded activation delivered lasts the mean recorded duration",
         },
-        "user_turns": replay.turns,
+        "user_turns": partial.turns,
         "recorded": recorded.public(),
-        "candidate": candidate.figures.public(),
+        "candidate": candidate.public(),
         "model_calls": {
             "recorded": recorded.activations,
-            "candidate": candidate.figures.activations,
-            "avoided": recorded.activations - candidate.figures.activations,
+            "candidate": candidate.activations,
+            "avoided": recorded.activations - candidate.activations,
         },
-        "per_kind": per_kind_table(recorded, candidate.figures),
+        "per_kind": per_kind_table(recorded, candidate),
         "rules_never_matched": never,
         "fidelity_detail": {
-            "recorded": fidelity.recorded,
-            "reproduced": fidelity.reproduced,
+            "recorded": partial.recorded_activations,
+            "reproduced": partial.reproduced,
             "tolerance_s": tolerance_s,
         },
     }

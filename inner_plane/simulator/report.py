@@ -6,6 +6,7 @@ turn pre-empted, per kind; for the record and for the candidate alike."""
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -34,6 +35,14 @@ class Histogram:
         self.counts[bisect.bisect_left(_EDGES, seconds)] += 1
         self.n += 1
         self.total += seconds
+
+    def merge(self, other: Histogram) -> None:
+        counts = self.counts
+        for index, count in enumerate(other.counts):
+            if count:
+                counts[index] += count
+        self.n += other.n
+        self.total += other.total
 
     def quantile(self, q: float) -> float | None:
         if self.n == 0:
@@ -130,11 +139,34 @@ class Figures:
         for kind in kinds:
             self.kind(kind).activations += 1
 
+    def merge(self, other: Figures) -> None:
+        """Add the figures of other delegates (a replay's other share)."""
+        self.activations += other.activations
+        self.per_delegate.update(other.per_delegate)
+        self.per_hour.update(other.per_hour)
+        self.per_trigger.update(other.per_trigger)
+        self.signals_in_activations += other.signals_in_activations
+        self.delay.merge(other.delay)
+        self.interrupts += other.interrupts
+        self.budget_deferrals += other.budget_deferrals
+        self.token_budget_deferrals += other.token_budget_deferrals
+        self.quiet_hours_deferrals += other.quiet_hours_deferrals
+        self.ran_into_user_turn += other.ran_into_user_turn
+        self.preempted += other.preempted
+        for name, theirs in other.kinds.items():
+            mine = self.kind(name)
+            mine.delay.merge(theirs.delay)
+            mine.activations += theirs.activations
+            mine.interrupts += theirs.interrupts
+
     def public(self) -> dict[str, Any]:
         return {
             "activations": {
                 "total": self.activations,
-                "per_delegate": dict(self.per_delegate.most_common(MAX_DELEGATES_SHOWN)),
+                # The busiest, ties by name (the same whatever order they were counted in).
+                "per_delegate": dict(
+                    heapq.nsmallest(MAX_DELEGATES_SHOWN, self.per_delegate.items(), key=_busiest)
+                ),
                 "delegates": len(self.per_delegate),
                 "per_hour": {
                     datetime.fromtimestamp(h * 3600, UTC).strftime("%Y-%m-%dT%H:00Z"): n
@@ -153,6 +185,10 @@ class Figures:
             "ran_into_user_turn": self.ran_into_user_turn,
             "preempted": self.preempted,
         }
+
+
+def _busiest(item: tuple[str, int]) -> tuple[int, str]:
+    return -item[1], item[0]
 
 
 def per_kind_table(recorded: Figures, candidate: Figures) -> list[dict[str, Any]]:

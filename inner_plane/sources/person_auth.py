@@ -12,11 +12,17 @@ this process verified against the row's current hash passes without throttle or 
 the address's failure throttle and the negative cache are read before any hash, and an unknown
 or revoked token is hashed against the dummy, so every failure costs the same. Revoking deletes
 the row, so a revoked token fails on its next request in every process.
+
+A write may skip even the row's read (:func:`vouched_person`: a token this process proved
+before, remembered with its row's delegate and hash) if the write itself runs only while the
+row still holds that hash, in the same statement (the turn's insert does); when it finds the
+row gone, :func:`forget` and :func:`authenticate_person` refuse the token as usual.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 import uuid
 from dataclasses import dataclass
 
@@ -41,11 +47,14 @@ __all__ = [
     "PersonTokenError",
     "Throttled",
     "TokenLabelTaken",
+    "VouchedPerson",
     "authenticate_person",
     "bearer_token",
+    "forget",
     "issue_token",
     "revoke_token",
     "tokens_of",
+    "vouched_person",
 ]
 
 
@@ -56,6 +65,45 @@ class PersonPrincipal:
     delegate_id: str
     label: str
     token_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class VouchedPerson:
+    """A person token this process proved against its row before: the row's delegate and label,
+    and the hash a write must still find on it (its row was not read for this request)."""
+
+    delegate_id: str
+    label: str
+    token_id: uuid.UUID
+    secret_hash: str
+
+
+_vouched: dict[str, VouchedPerson] = {}  # by the token's digest
+_vouched_lock = threading.Lock()
+_MAX_VOUCHED = 10_000
+
+
+def vouched_person(token: str | None) -> VouchedPerson | None:
+    """The person a token proved in this process before (no read, no hash), or None. Only for a
+    write that checks :attr:`VouchedPerson.secret_hash` against the row in its own statement."""
+    if not token:
+        return None
+    return _vouched.get(credentials.token_digest(token))
+
+
+def forget(token: str) -> None:
+    """Vouch no more for ``token`` (its write found the row gone)."""
+    with _vouched_lock:
+        _vouched.pop(credentials.token_digest(token), None)
+
+
+def _vouch(digest: str, record: PersonToken) -> None:
+    with _vouched_lock:
+        if len(_vouched) >= _MAX_VOUCHED:
+            _vouched.clear()
+        _vouched[digest] = VouchedPerson(
+            record.delegate_id, record.label, record.id, record.secret_hash
+        )
 
 
 class PersonTokenError(ValueError):
@@ -121,6 +169,7 @@ def authenticate_person(runtime: Runtime, token: str | None, client: str | None)
         # Verified before (a local check): one primary-key read, no throttle, no hash.
         known = store.get(token_id)
         if known is not None and credentials.verified_before(digest, known.secret_hash):
+            _vouch(digest, known)
             return PersonPrincipal(known.delegate_id, known.label, known.id)
     who = None if token_id is None else f"person-token:{token_id}"
     refused_key = redis_keys.auth_refused(who or "-", digest[:16])
@@ -133,4 +182,5 @@ def authenticate_person(runtime: Runtime, token: str | None, client: str | None)
     if record is None or not matches:
         reason = "unknown or revoked person token" if record is None else "bad token"
         raise auth.refusal(runtime, client, reason, who, refused_key)
+    _vouch(digest, record)
     return PersonPrincipal(record.delegate_id, record.label, record.id)

@@ -6,6 +6,7 @@ datetime, and moments come back in UTC (the journal's clock and the dedup key's 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -17,6 +18,8 @@ _TINY = timedelta(microseconds=1)
 # Bounds the search for a cron moment that survives the DST filter (a cron that only matches
 # repeated wall times would otherwise loop).
 _MAX_CRON_STEPS = 16
+# Walks remembered per cron schedule (see Cron._walk).
+_MAX_WALKS = 256
 
 
 @dataclass(frozen=True)
@@ -48,13 +51,39 @@ class Cron:
         assert first is not None and second is not None
         return first > second and local.utcoffset() == second
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_lock", threading.Lock())
+        object.__setattr__(self, "_walks", {})
+
     def _walk(self, start: datetime, forward: bool) -> datetime | None:
-        cursor = croniter(self.expr, start.astimezone(self.zone))
-        for _ in range(_MAX_CRON_STEPS):
-            local: datetime = cursor.get_next(datetime) if forward else cursor.get_prev(datetime)
-            if self.every_hour or not self._repeated_wall_time(local):
-                return local.astimezone(UTC)
-        return None
+        """The first moment after ``start`` (before it, backward), past the fall-back filter.
+
+        One parsed iterator per schedule, re-positioned for each walk: croniter parses the
+        expression again for every new iterator, most of a walk's time, and its state is only
+        its position and direction, both set by a walk's first step. A walk's answer is kept
+        (a few hundred per schedule): the next tick asks again for the moment after the one
+        this tick handled. The lock keeps two threads from walking one iterator at once."""
+        state = self.__dict__
+        key = (start, forward)
+        with state["_lock"]:
+            walks: dict[tuple[datetime, bool], datetime | None] = state["_walks"]
+            if key in walks:
+                return walks[key]
+            iterator: croniter | None = state.get("_iterator")
+            if iterator is None:
+                iterator = state["_iterator"] = croniter(self.expr)
+            step = iterator.get_next if forward else iterator.get_prev
+            found = None
+            local: datetime = step(datetime, start.astimezone(self.zone))
+            for _ in range(_MAX_CRON_STEPS):
+                if self.every_hour or not self._repeated_wall_time(local):
+                    found = local.astimezone(UTC)
+                    break
+                local = step(datetime)
+            if len(walks) >= _MAX_WALKS:
+                walks.clear()
+            walks[key] = found
+            return found
 
     def next_after(self, instant: datetime) -> datetime | None:
         return self._walk(instant, forward=True)

@@ -12,12 +12,13 @@ work of redundant ticks when two beats run.
 from __future__ import annotations
 
 import functools
+import operator
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -98,6 +99,11 @@ class _Timer:
             and "\x00" not in recurrence
         )
 
+    @functools.cached_property
+    def mode_member(self) -> Mode:
+        """The mode as the model's member; only for a timer ``model_accepts``."""
+        return Mode(self.mode)
+
 
 def signal_for(timer: _Timer, moment: datetime) -> dict[str, Any]:
     """The ``timer.due`` signal of one moment: identity, scheduled time, recurrence, purpose."""
@@ -135,12 +141,28 @@ def _draft(timer: _Timer, moment: datetime) -> SignalDraft:
     moment in the model's window, the dedup key of a checked name and that moment, the id the
     model derives from that key) or a timer field ``model_accepts`` checked. Anything else goes
     through ``validate``, which refuses it as before."""
-    signal = signal_for(timer, moment)
     if not (timer.model_accepts and moment.utcoffset() == _UTC_OFFSET and within_window(moment)):
-        return validate(signal, via="beat")
-    signal["mode"] = Mode(timer.mode)
-    signal["id"] = derive_signal_id(timer.delegate_id, SOURCE, signal["dedup_key"])
-    return _TEMPLATE.model_copy(update=signal)
+        return validate(signal_for(timer, moment), via="beat")
+    scheduled_for = moment_key(moment)
+    dedup_key = f"timer:{timer.name}:{scheduled_for}"
+    fields: dict[str, Any] = {
+        "delegate_id": timer.delegate_id,
+        "mode": timer.mode_member,
+        "data": {
+            "timer": timer.name,
+            "scheduled_for": scheduled_for,
+            "recurrence": timer.recurrence,
+            "purpose": timer.purpose,
+        },
+        "dedup_key": dedup_key,
+        "occurred_at": moment,
+        "id": derive_signal_id(timer.delegate_id, SOURCE, dedup_key),
+    }
+    if timer.priority is not None:
+        fields["priority"] = timer.priority
+    if timer.caused_by is not None:
+        fields["caused_by"] = timer.caused_by
+    return _TEMPLATE.model_copy(update=fields)
 
 
 @functools.lru_cache(maxsize=4_096)
@@ -160,7 +182,21 @@ def schedule_of_row(row: TimerSchedule) -> Schedule:
     raise ValueError(f"timer {row['id']}: no schedule (cron, every_s from start_at, or at)")
 
 
+# What a dynamic timer is, as read: everything but its cursor. A timer recurs, so its _Timer
+# (schedule, recurrence, the checks of its fields, its draft template) is made once per
+# definition and reused by later ticks; an edited row is another definition.
+_DEFINITION = ("id", "name", "delegate_id", "purpose", "cron", "timezone", "every_s", "start_at",
+               "at", "mode", "priority", "missed", "catch_up_s", "caused_by")  # fmt: skip
+_definition = operator.itemgetter(*_DEFINITION)
+
+
 def _dynamic(row: DueTimer) -> _Timer:
+    return _dynamic_timer(_definition(row))
+
+
+@functools.lru_cache(maxsize=8_192)
+def _dynamic_timer(definition: tuple[Any, ...]) -> _Timer:
+    row = cast(DueTimer, dict(zip(_DEFINITION, definition, strict=True)))
     return _Timer(
         key=row["id"],
         name=row["name"],
@@ -205,6 +241,8 @@ class _Run:
         """Decide each (timer, stored cursor, effective cursor) and write the batch back in one
         statement: the moments that fire are journaled there only with their cursor's move (a
         timer another tick moved meanwhile is left to it: not logged, not counted here)."""
+        if not timers:
+            return
         decided: list[tuple[_Timer, Decision]] = []
         updates: list[CursorUpdate] = []
         drafts: list[SignalDraft] = []
@@ -243,22 +281,33 @@ class _Run:
         for timer, decision in decided:
             if timer.key in advanced.moved:
                 self._log(timer, decision)
-        results = journaled.announce()  # committed: log, wake
-        self.report.deduplicated += sum(1 for r in results if r.deduplicated)
+        # Committed: log, wake. The tick needs no answers, only how many were duplicates.
+        self.report.deduplicated += journaled.announce_counted()
 
     def _log(self, timer: _Timer, decision: Decision) -> None:
-        assert decision.moment is not None
-        late_s = round((self.now - decision.moment).total_seconds(), 3)
+        moment = decision.moment
+        assert moment is not None
+        outcome = decision.outcome
+        if outcome is Outcome.SKIP:
+            self.report.skipped += 1
+        else:
+            self.report.fired_names.append(timer.name)
+            if outcome is Outcome.FIRE:
+                self.report.fired += 1
+            else:
+                self.report.caught_up += 1
+        fired_plainly = outcome is Outcome.FIRE and decision.missed_from is None
+        if fired_plainly and decision.next_due is not None:
+            return  # the common case: the signal's own `published` line tells it
+        late_s = round((self.now - moment).total_seconds(), 3)
         fields: dict[str, Any] = {
             "kind": KIND,
             "source": SOURCE,
             "delegate": timer.delegate_id,
             "timer": timer.name,
-            "scheduled_for": moment_key(decision.moment),
+            "scheduled_for": moment_key(moment),
         }
-        if decision.outcome is Outcome.FIRE:
-            self.report.fired += 1
-            self.report.fired_names.append(timer.name)
+        if outcome is Outcome.FIRE:
             if decision.missed_from is not None:
                 # Earlier moments that went by unfired while beat was down: say so, as a late
                 # moment under the `skip` policy would, or they would vanish without a trace.
@@ -266,12 +315,9 @@ class _Run:
                 coalesced_into = fields["scheduled_for"]
                 logs.emit("timer_skipped", **skipped, coalesced_into=coalesced_into,
                           policy=timer.missed)  # fmt: skip
-        elif decision.outcome is Outcome.CATCH_UP:
-            self.report.caught_up += 1
-            self.report.fired_names.append(timer.name)
+        elif outcome is Outcome.CATCH_UP:
             logs.emit("timer_caught_up", **fields, late_s=late_s, policy=timer.missed)
         else:
-            self.report.skipped += 1
             logs.emit("timer_skipped", **fields, late_s=late_s, policy=timer.missed)
         if decision.next_due is None:
             logs.emit("timer_done", **fields)

@@ -30,7 +30,7 @@ pytestmark = [
     pytest.mark.chaos,
     # A plane of its own to start (40 s on two loaded cores), a 15 s outage and the settle: about
     # 90 s in all. `up` alone may take minutes to be ready on two loaded cores.
-    pytest.mark.slow,
+    pytest.mark.slow(reason="a plane of its own, a 15 s RabbitMQ outage and the settle"),
     pytest.mark.timeout(900),
     pytest.mark.skipif(not rabbitmq_leg(), reason="runs in the RabbitMQ leg only"),
 ]

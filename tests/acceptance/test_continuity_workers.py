@@ -94,10 +94,13 @@ def _start(
 
 def _answered(runtime: Runtime, turn_id: Any, timeout: float = 60) -> None:
     journal = ActivationJournal(runtime.engine)
+    # Looked at every 10 ms, not 50: a turn takes 0.1-0.3 s, and the 400-turn tests would
+    # otherwise wait 25 ms on average after each answer (20 s of the pair's run).
     wait_until(
         lambda: (t := journal.user_turn(turn_id)) is not None and t.state == "done",
         f"turn {turn_id} answered",
         timeout,
+        interval=0.01,
     )
 
 
@@ -111,7 +114,7 @@ def _window(runtime: Runtime) -> window_journal.Window:
 
 
 # 400 turns, each a real round trip through the activation worker: minutes on a loaded machine.
-@pytest.mark.slow
+@pytest.mark.slow(reason="400 turns, each a real round trip through the activation worker")
 @pytest.mark.timeout(2400)
 @pytest.mark.parametrize("api", ["responses", "chat_completions"])
 def test_a_400_turn_conversation_stays_within_the_window_and_keeps_turn_one(
@@ -172,7 +175,11 @@ def _stalled_compaction(runtime: Runtime, server: ResponsesServer) -> None:
     """Talk until the window passes its threshold, with every compaction stalling (the turns
     pre-empt them), then wait for the one that starts when the lane is idle."""
     server.compact_faults = [slow(stall_s=120) for _ in range(100)]
-    for n in range(30):
+    # Only until the first compaction starts: more turns would take the window past
+    # OVERDUE times the threshold, where a compaction no longer yields.
+    for n in range(40):
+        if any(s.path.endswith("compact") for s in server.served):
+            break
         _answered(runtime, user_turn("default", _words(n) * 4, runtime=runtime))
 
     def under_way() -> bool:
@@ -192,7 +199,7 @@ def test_a_worker_killed_mid_compaction_leaves_the_old_window_and_one_later_comp
 ) -> None:
     server = ResponsesServer(policy=lambda conversation: [message("noted")])
     with server.running():
-        # Below 1.5 times the threshold after the filling turns: the compaction still yields.
+        # Below OVERDUE times the threshold after the filling turns: the compaction still yields.
         _start(runtime, children, log_dir, server, "responses", **THRESHOLD)
         _stalled_compaction(runtime, server)
         children[-1].kill()  # SIGKILL, mid-compaction
@@ -217,7 +224,7 @@ def test_a_user_turn_arriving_mid_compaction_is_answered_first(
 ) -> None:
     server = ResponsesServer(policy=lambda conversation: [message("noted")])
     with server.running():
-        # Below 1.5 times the threshold after the filling turns: the compaction still yields.
+        # Below OVERDUE times the threshold after the filling turns: the compaction still yields.
         _start(runtime, children, log_dir, server, "responses", **THRESHOLD)
         _stalled_compaction(runtime, server)
         turn = user_turn("default", "quick question", runtime=runtime)

@@ -24,6 +24,8 @@ from tests.support.stores import ROOT, Stores
 pytestmark = pytest.mark.acceptance
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
+# Its settings file (why each is set is said there).
+CONFIG = Path(__file__).with_name("schemathesis.toml")
 CHECKS = ",".join(
     [
         "not_a_server_error",
@@ -43,7 +45,8 @@ STREAMS = "/v1/events"
 def schemathesis(port: int, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
-            SCHEMATHESIS, "run", f"http://127.0.0.1:{port}/openapi.json",
+            SCHEMATHESIS, "--config-file", str(CONFIG), "run",
+            f"http://127.0.0.1:{port}/openapi.json",
             "--checks", CHECKS, "--max-examples", "6", "--mode", "all",
             "--phases", "examples,coverage,fuzzing", "--generation-deterministic",
             "--request-timeout", "20", "--workers", "1", "--no-color", *args,
@@ -56,8 +59,6 @@ def serve(name: str, command: list[str], env: dict[str, str], tmp_path: Path) ->
     return ChildProcess(name, command, env, tmp_path).start()
 
 
-@pytest.mark.slow(reason="every operation, generated cases, once per credential")
-@pytest.mark.timeout(1200)  # two full runs: minutes on a loaded machine
 def test_every_operation_with_each_credential(
     stores: Stores, runtime: Runtime, tmp_path: Path, children: list[ChildProcess]
 ) -> None:

@@ -225,6 +225,23 @@ def test_fidelity_and_prediction(runtime: Runtime, children, log_dir) -> None:
     )
     agree = sum(1 for i, members in live_members.items() if predicted_members.get(i) == members)
     assert live_members and agree >= 0.9 * len(live_members), (predicted_members, live_members)
+    # Split across processes by delegate (each reading its share in the same snapshot), the
+    # replay reports the same, figure for figure, and the same batches.
+    for document, since, until, alone in (
+        (P, since_p, until_p, report_p),
+        (P_PRIME, since_p, until_p, predicted),
+        (P_PRIME, since_q, until_q, observed),
+    ):
+        for workers in (2, 3):
+            split_batches: list[list[uuid.UUID]] = []
+            split = simulate(
+                runtime.engine, runtime.registry, runtime.settings,
+                parse_document(document, kinds, base), since, until, batches=split_batches,
+                workers=workers,
+            )  # fmt: skip
+            assert split == alone, workers
+            if alone is predicted:
+                assert sorted(map(sorted, split_batches)) == sorted(map(sorted, predicted_batches))
     # The report names what the candidate changes, and the rule that never matched.
     assert predicted["rules_never_matched"] == ["external.never.*"]
     assert predicted["model_calls"]["recorded"] == report_p["recorded"]["activations"]["total"]

@@ -150,7 +150,7 @@ def _traceparent_of_signal(runtime: Runtime, signal_id: str) -> str:
 
 # Four real processes (API, CLI, two workers) and three activations through the stand-in model:
 # about 15 s on a quiet machine, more under load.
-@pytest.mark.slow
+@pytest.mark.slow(reason="four real processes and three activations through the stand-in model")
 @pytest.mark.timeout(240)
 def test_one_connected_trace_per_activation_across_the_cli_the_api_and_the_workers(
     runtime: Runtime,

@@ -26,7 +26,7 @@ from tests.support.chaos import Plane, send_wake, signal_state, wait_delivered
 pytestmark = [
     pytest.mark.acceptance,
     pytest.mark.chaos,
-    pytest.mark.slow,  # two planes started one after the other: over 60 s on a loaded machine
+    pytest.mark.slow(reason="two planes started one after the other: over 60 s under load"),
     pytest.mark.timeout(900),
 ]
 __all__ = ["data_dir"]  # the fixture: nothing started for the data dir outlives the test

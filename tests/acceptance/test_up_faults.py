@@ -26,8 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
+from inner_plane.journal.plain import sqlalchemy_url
 from inner_plane.services.embedded import free_port
+from inner_plane.services.plane import read_state
 from tests.acceptance.test_up import alive, data_dir, plane_processes, processes_mentioning
 from tests.acceptance.test_up import wait_gone as wait_gone_pids
 from tests.support.processes import ChildProcess
@@ -68,8 +72,33 @@ def publish_wake(env: dict[str, str], tag: str) -> str:
     return str(json.loads(done.stdout)["id"])
 
 
+def journaled_state(env: dict[str, str], signal_id: str) -> str | None:
+    """The signal's state in the plane's journal (None while it is not there, or the database
+    does not answer): one query on a connection of its own, not a CLI process per look."""
+    state = read_state(Path(env["INNER_PLANE_DATA_DIR"]))
+    if state is None:
+        return None
+    engine = create_engine(
+        sqlalchemy_url(state.database_url), poolclass=NullPool, connect_args={"connect_timeout": 5}
+    )
+    try:
+        with engine.connect() as connection:
+            found = connection.execute(
+                text("SELECT state FROM signals WHERE id = :id"), {"id": signal_id}
+            ).scalar()
+            return None if found is None else str(found)
+    except Exception:
+        return None
+    finally:
+        engine.dispose()
+
+
 def wait_settled(env: dict[str, str], signal_id: str, timeout: float = 90) -> dict[str, object]:
+    """Until `signals show` says the signal is delivered or dismissed. The journal is watched
+    until then (each CLI process costs about a second of CPU), and the CLI has the last word."""
     deadline = time.monotonic() + timeout
+    while journaled_state(env, signal_id) not in SETTLED and time.monotonic() < deadline:
+        time.sleep(0.1)
     record: dict[str, object] = {}
     while time.monotonic() < deadline:
         shown = cli(env, "signals", "show", signal_id, "--json")

@@ -17,7 +17,7 @@ from inner_plane.signals.model import SignalError
 
 
 def full_signal(n: int, **extra: Any) -> dict[str, Any]:
-    return {
+    signal: dict[str, Any] = {
         "kind": "external.ci.finished",
         "source": "ci",
         "delegate_id": f"d{n % 2}",
@@ -34,8 +34,8 @@ def full_signal(n: int, **extra: Any) -> dict[str, Any]:
             "nested": {"list": [1, 2.5, None, True], "empty": {}},
             "big": 2**53,
         },
-        **extra,
     }
+    return {**signal, **extra}
 
 
 def comparable(runtime: Runtime, signal_id: uuid.UUID) -> dict[str, Any]:
@@ -64,6 +64,32 @@ def test_bulk_rows_equal_single_rows(runtime: Runtime) -> None:
     assert stored.caused_by == uuid.UUID(int=2)
     assert stored.data == full_signal(1)["data"]
     assert (stored.mode.value, stored.trust.value, stored.priority) == ("wake", "untrusted", 1)
+
+
+FLAT_DATA = {
+    "text": 'quotes " and \\ backslash, ünïcödé ✓, \u2028 separator, tab\t, newline\n',
+    "big": 2**70,
+    "small": 1.5e-7,
+    "yes": True,
+    "nothing": None,
+}
+
+
+def test_bulk_rows_with_flat_data_equal_single_rows(runtime: Runtime) -> None:
+    # Flat data (text keys, scalar values) is packed by pydantic-core, nested data by the json
+    # module: both store what the single-row insert stores.
+    single = [publish(full_signal(n, data=FLAT_DATA)) for n in range(3)]
+    expected = [comparable(runtime, r.id) for r in single]
+    with runtime.engine.begin() as connection:
+        connection.execute(text("TRUNCATE signals"))
+
+    bulk = publish_many([full_signal(n, data=FLAT_DATA) for n in range(3)])
+
+    assert [comparable(runtime, r.id) for r in bulk] == expected
+    stored = runtime.signals.get(bulk[2].id)
+    assert stored is not None
+    assert stored.data == FLAT_DATA
+    assert stored.occurred_at == datetime(2026, 1, 1, 10, 2, tzinfo=UTC)
 
 
 def test_bulk_defaults_come_from_the_database_clock(runtime: Runtime) -> None:

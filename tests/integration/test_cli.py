@@ -19,7 +19,7 @@ from inner_plane.cli import app, common
 from inner_plane.runtime import Runtime
 from inner_plane.signals.ids import derive_signal_id
 from inner_plane.signals.model import MAX_DATA_BYTES
-from tests.support.loaded import run_reporting_loaded
+from tests.support.loaded import ONLY_PSYCOPG, run_reporting_loaded
 from tests.support.stores import ROOT, Stores
 
 ERROR = "inner-plane: error: "
@@ -390,7 +390,18 @@ def test_signals_show_reads_the_journal_without_sqlalchemy(
     # Its whole history: its publication, and nothing since.
     assert [e["event"] for e in record["events"]] == ["published"]
     assert record["events"][0]["by"] == "source copilot"
-    assert loaded == {"psycopg": True, "sqlalchemy": False, "alembic": False}
+    # Nor Redis, Celery, a server, the model client or the metrics SDK.
+    assert loaded == ONLY_PSYCOPG
+
+
+def test_status_reads_the_stores_without_the_plane_s_libraries(clean_stores: Stores) -> None:
+    # No worker listens: no Celery ping. Redis without OpenTelemetry's metrics SDK.
+    out, loaded = run_reporting_loaded(clean_stores.env(), "status", "--json")
+    report = json.loads(out)
+    assert report["stores"]["database"]["reachable"] is True
+    assert report["stores"]["redis"]["reachable"] is True
+    assert report["queues"] == {"signals": 0, "activation": 0, "user_turns": 0, "periodic": 0}
+    assert loaded == {**ONLY_PSYCOPG, "redis": True}
 
 
 def test_an_unreachable_journal_is_one_line_and_exit_1(clean_stores: Stores) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from datetime import UTC, datetime
 
 from inner_plane.activation import WorkingContext
 from inner_plane.composer import build_composer
@@ -14,6 +15,10 @@ from inner_plane.memory import remember
 from inner_plane.publish import publish, publish_many
 from inner_plane.runtime import Runtime
 from tests.support.activations import activation_for
+
+# Mornings of a Tuesday and a Friday: the composer's cue holds the local weekday.
+TUESDAY = datetime(2026, 12, 1, 10, tzinfo=UTC)
+FRIDAY = datetime(2026, 12, 4, 10, tzinfo=UTC)
 
 
 def _section(context: WorkingContext, name: str) -> list[str]:
@@ -85,12 +90,35 @@ def test_consolidation_recalls_email_me_when_consolidation_teaches_something_new
         runtime=runtime,
     )
 
-    context = build_composer(runtime).compose(activation_for(runtime, [write.signal.id]))
+    # On a Tuesday: the cue holds the local weekday (a memory about Fridays is recalled on a
+    # Friday, as it should be), and this test is about the consolidation's words only.
+    context = build_composer(runtime).compose(
+        activation_for(runtime, [write.signal.id], now=TUESDAY)
+    )
 
     recalled = [m["content"] for m in context.recalled_memories]
     assert recalled[0] == "email me when consolidation teaches you something new"
     assert "the garden needs watering on Fridays" not in recalled
     assert "memory.consolidated" in context.envelope
+
+
+def test_the_local_weekday_recalls_what_belongs_to_it(runtime: Runtime) -> None:
+    remember("the garden needs watering on Fridays", runtime=runtime)
+    coffee = remember("The user drinks coffee", runtime=runtime)
+    write = remember(
+        "The user now drinks tea",
+        relation="consolidated",
+        related_ids=[coffee.memory.id],
+        runtime=runtime,
+    )
+    composer = build_composer(runtime)
+
+    def recalled_on(day: datetime) -> list[str]:
+        activation = activation_for(runtime, [write.signal.id], now=day)
+        return [m["content"] for m in composer.compose(activation).recalled_memories]
+
+    assert "the garden needs watering on Fridays" in recalled_on(FRIDAY)
+    assert "the garden needs watering on Fridays" not in recalled_on(TUESDAY)
 
 
 def test_relevant_ambient_signals_join_by_the_same_cue(runtime: Runtime) -> None:

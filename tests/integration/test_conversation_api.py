@@ -246,6 +246,39 @@ def test_every_conversation_route_is_scoped_to_its_delegate(
     assert stored_turns(runtime) == 0  # nothing of the refused POSTs was stored
 
 
+def test_a_token_revoked_after_it_sent_is_refused_401_whatever_else_is_wrong(
+    runtime: Runtime, client: TestClient, people: PersonTokens
+) -> None:
+    """A token that sent before passes the next send without a read of its row (the insert
+    checks the row): revoked in between, its next send is 401 and stores nothing, also one that
+    would otherwise be 422 (bad body, no key, an unknown question), 403 (another delegate's
+    conversation) or a duplicate of an accepted key."""
+    people.issue("bob")
+    hostile: list[tuple[str, Any, str | None]] = [
+        ("alice", {"text": "again"}, "k2"),
+        ("alice", {"text": "hello"}, "k1"),  # a duplicate of the accepted turn
+        ("alice", {"txt": "bad body"}, "k3"),
+        ("alice", {"text": "x"}, None),  # no Idempotency-Key
+        ("bob", {"text": "to bob"}, "k4"),
+        ("alice", {"text": "a reply", "in_reply_to": str(uuid.uuid4())}, "k5"),
+    ]
+    for n, (delegate, body, key) in enumerate(hostile):
+        label = f"phone{n}"
+        token = people.issue("alice", label)
+        sent = post_turn(client, "alice", token, {"text": "hello"}, key="k1")
+        assert sent.status_code == 202, sent.text
+        people.revoke("alice", label)
+        refused = post_turn(client, delegate, token, body, key=key)
+        assert refused.status_code == 401, (n, refused.text)
+        assert refused.json()["error"] == "unauthorized"
+    assert stored_turns(runtime) == 1  # the first "hello" (k1); the others were duplicates
+    # A token that stands is still vouched for: its second send goes through.
+    fresh = people.issue("alice", "tablet")
+    assert post_turn(client, "alice", fresh, {"text": "one"}, key="t1").status_code == 202
+    assert post_turn(client, "alice", fresh, {"text": "two"}, key="t2").status_code == 202
+    assert stored_turns(runtime) == 3
+
+
 def test_a_cookie_borne_turn_needs_the_pages_header(
     runtime: Runtime, client: TestClient, people: PersonTokens
 ) -> None:
@@ -423,7 +456,7 @@ def test_unknown_in_reply_to_store_nothing(
     assert stored_turns(runtime) == 1  # the turn whose id was tried as a question
 
 
-@pytest.mark.slow  # 10,000 requests through the whole HTTP stack: 30-80 s on 2 shared cores
+@pytest.mark.slow(reason="10,000 requests through the whole HTTP stack: 30-80 s on 2 shared cores")
 def test_ten_thousand_unknown_in_reply_to_over_http_store_nothing(
     runtime: Runtime, people: PersonTokens
 ) -> None:

@@ -145,7 +145,7 @@ def analyzed(runtime: Runtime, sql: str, params: dict[str, Any], *settings: str)
         for setting in ("enable_seqscan = off", *settings):
             connection.exec_driver_sql(f"SET {setting}")
         (plan,) = connection.exec_driver_sql(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params
         ).scalar_one()
         connection.rollback()
     top: dict[str, Any] = plan["Plan"]
@@ -158,6 +158,11 @@ def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from nodes(child)
 
 
+def buffers(plan: dict[str, Any]) -> int:
+    """The shared buffers the plan touched (hit or read)."""
+    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+
+
 def handled(plan: dict[str, Any]) -> int:
     """The most rows any one step of the plan handled (rows times loops)."""
     return max(int(n["Actual Rows"] * n["Actual Loops"]) for n in nodes(plan))
@@ -165,7 +170,7 @@ def handled(plan: dict[str, Any]) -> int:
 
 def driver(sql: str) -> str:
     """SQLAlchemy's ``:name`` parameters as the driver's (``%(name)s``)."""
-    for name in ("after_name", "after", "limit", "prefix"):
+    for name in ("after_name", "after", "limit", "prefix", "stem"):
         sql = sql.replace(f":{name}", f"%({name})s")
     return sql.replace("%'", "%%'")
 
@@ -174,16 +179,30 @@ def test_a_page_of_the_overview_reads_a_page_not_every_delegate(many: Runtime) -
     plan = analyzed(many, driver(delegate_reads._DELEGATES), {"after": "p01000", "limit": 51})
     # A page from each of the four tables naming delegates at most (of 3,000 delegates).
     assert handled(plan) <= 4 * 51, plan
-    found = analyzed(
-        many,
-        driver(delegate_reads._BY_NAME),
-        {"prefix": "ada%", "after_name": "", "after": "", "limit": 51},
-        # Of 2,000 people the planner may as well sort the 858 matches; of 100,000 it walks
-        # the index in order (bench.growth --dimension delegates): the plan it must have.
-        "enable_bitmapscan = off",
-    )
-    assert handled(found) <= 2 * 51, found  # a page (and a row the LIKE filter may drop)
-    assert {n.get("Index Name") for n in nodes(found)} >= {"ix_people_name"}
+    # "bea" sorts after every other name: its first page (from the empty key) and its second
+    # (from the first's last key, inside the range) read as much; the first page's scan once
+    # started at the index's beginning and walked every name before the prefix.
+    with many.engine.connect() as connection:
+        last = connection.execute(
+            text(delegate_reads._BY_NAME),
+            {"prefix": "bea%", "stem": "bea", "after_name": "", "after": "", "limit": 51},
+        ).all()[-1]
+    pages = [
+        analyzed(
+            many,
+            driver(delegate_reads._BY_NAME),
+            {"prefix": "bea%", "stem": "bea", "after_name": name_key, "after": after, "limit": 51},
+            # Of 2,000 people the planner may as well sort the 858 matches; of 100,000 it walks
+            # the index in order (bench.growth --dimension delegates): the plan it must have.
+            "enable_bitmapscan = off",
+        )
+        for name_key, after in (("", ""), (last.name_key, last.delegate_id))
+    ]
+    for found in pages:
+        assert handled(found) <= 2 * 51, found  # a page (and a row the LIKE filter may drop)
+        assert {n.get("Index Name") for n in nodes(found)} >= {"ix_people_name"}
+    # (19 and 15 buffers here: the first also descends to the range; from the empty key, 28.)
+    assert buffers(pages[0]) <= buffers(pages[1]) + 5, [buffers(p) for p in pages]
 
 
 def test_status_and_metrics_counts_read_live_rows_and_a_capped_ambient_count(

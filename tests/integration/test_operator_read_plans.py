@@ -166,14 +166,20 @@ def test_simulator_reads_use_indexes(big_journal: Runtime, captured: list[tuple[
         replay.budget_deferrals(snap, since, until, "d3")
         replay.tokens_per_activation(snap, since, until)
         replay.tokens_per_activation(snap, since, until, "d3")
+        replay.mean_duration(snap, since, until)
+        replay.mean_duration(snap, since, until, "d3")
     # The streams run on the driver's own cursors (not through the engine): their statements.
-    for who in (None, "d3"):
-        bounds = {"since": since, "until": until, "delegate": who}
+    # Every delegate, and one share of two (a replay split across processes).
+    for who, part, parts in ((None, 0, 1), ("d3", 0, 1), (None, 1, 2)):
+        bounds = {"since": since, "until": until, "delegate": who, "part": part, "parts": parts}
         captured.append((replay.TURNS_SQL, bounds))
         captured.append((replay.ACTIVATIONS_SQL, bounds))
-    captured.append((replay.SIGNALS_AFTER_SEQ, {"after": 100}))
+        captured.append((replay.SIGNALS_AFTER_SEQ, {"after": 100, "part": part, "parts": parts}))
     of_d3 = {"since": since, "until": until, "delegate": "d3"}
     captured.append((replay.SIGNALS_OF_DELEGATE, of_d3))
+    # The mean recorded duration (a batch the record never ran), over each read of the signals.
+    captured.append((replay.MEAN_DURATION_AFTER_SEQ, {**of_d3, "delegate": None, "after": 100}))
+    captured.append((replay.MEAN_DURATION_OF_DELEGATE, of_d3))
     with engine.begin() as connection:
         claims.due_window(connection, "d3")
     assert len(captured) >= 7

@@ -393,3 +393,18 @@ def test_the_daily_token_budget_in_the_policy_holds_wakes_live(runtime: Runtime)
     [ran] = lane(rt).run("default").activations
     record = ActivationJournal(rt.engine).get(ran)
     assert record is not None and free in record.signal_ids
+
+
+@pytest.mark.parametrize("workers", ["0", "65", "-1", "two"])
+def test_simulate_refuses_a_bad_worker_count_by_name(
+    runtime: Runtime, tmp_path: Path, workers: str
+) -> None:
+    path = tmp_path / "candidate.toml"
+    path.write_text(BATCH_TASKS)
+    since = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    code, out, err = invoke(
+        runtime, "simulate", "--since", since, "--policy", str(path), "--workers", workers
+    )
+    assert code == 2, (out, err)
+    assert "--workers" in err and out == ""
+    assert table_counts(runtime) == (0, 0)

@@ -26,6 +26,7 @@ from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.signals.model import State
 from tests.support.stores import Stores
+from tests.support.waiting import wait_until
 
 # A background activation: lease and first window | fence, person, conversation, claim |
 # activation row and commit | retrieval notice and composer's snapshot | closing, fence check,
@@ -124,13 +125,21 @@ def test_a_user_turn_takes_one_more(proxied: tuple[Runtime, LatencyProxy]) -> No
         assert lane.run("default").activations
     counted: list[tuple[int, str]] = []
     for n in range(3):
+        # The turn's notice reaches the process's listener thread after its commit. Heard only
+        # once the run has begun watching, it would set the run's hint, and its safe point would
+        # read the journal (one trip more, right: the listener cannot tell the notice predates
+        # the opening read). So the notice is heard first, as it is when a person's turn arrives
+        # before the activate its sender enqueued.
+        heard = lane.notices.watch("default")
         journal.queue_user_turn("default", "cli", f"counted {n}")
+        wait_until(heard.is_set, "the lane's listener hearing the queued turn", timeout=20)
+        lane.notices.unwatch("default", heard)
         postgres, redis, statements = _counted(rt, proxy, lane, "default")
         counted.append((postgres, statements))
         assert redis <= REDIS_ROUND_TRIPS
     # A run that did not get its liveness lock releases on a connection of its own and looks for
-    # work after (Lane._after_release): one trip more, seen now and then under load. That
-    # fallback is bounded; the usual path is the one counted.
+    # work after (Lane._after_release): one trip more. That fallback is bounded; the usual path
+    # is the one counted.
     assert all(postgres <= USER_TURN_ROUND_TRIPS + 1 for postgres, _ in counted), counted
     assert sorted(postgres for postgres, _ in counted)[1] <= USER_TURN_ROUND_TRIPS, counted
 

@@ -455,3 +455,17 @@ def test_retention_deletes_only_old_finished_signals(runtime: Runtime) -> None:
     with runtime.engine.connect() as connection:
         history = connection.execute(text("SELECT signal_id FROM signal_events")).scalars().all()
     assert history == [ids["fresh"]]
+
+
+def test_the_timers_table_is_vacuumed_after_a_fixed_number_of_changes(runtime: Runtime) -> None:
+    """Migration 0030: each firing leaves a dead entry in ix_timers_due that every tick walks
+    past; autovacuum removes them after 1,000 changed rows at any table size (by default, a
+    fifth of the table: 40,000 firings with 200,000 timers)."""
+    with runtime.engine.connect() as connection:
+        options = connection.execute(
+            text("SELECT reloptions FROM pg_class WHERE oid = 'timers'::regclass")
+        ).scalar_one()
+    assert set(options) >= {
+        "autovacuum_vacuum_scale_factor=0",
+        "autovacuum_vacuum_threshold=1000",
+    }

@@ -30,6 +30,7 @@ from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.timeline import TimelineEntry, live_entry, replay, report_capsule
 from inner_plane.timers.api import set_timer
+from tests.support.waiting import wait_until
 
 
 def _keys(kind: type) -> list[str]:
@@ -225,8 +226,15 @@ def test_live_events_read_by_column_name_through_either_driver(runtime: Runtime)
     with runtime.engine.connect() as connection:
         start = live.horizon(connection)
     live.raise_live_now(runtime.engine, "d1", {"type": "x", "payload": {}}, ["a"])
-    with runtime.engine.connect() as connection:
-        through_sqlalchemy = live.read_after(connection, start)
+
+    def read() -> list[live.LiveEvent]:
+        with runtime.engine.connect() as connection:
+            return live.read_after(connection, start)
+
+    # An event shows once every transaction older than it has ended, in the whole cluster:
+    # another xdist worker's database shares it, and its open write holds the horizon back.
+    # The horizon only moves forward, so once shown, both reads below see it.
+    through_sqlalchemy = wait_until(read, "the live event past the horizon", timeout=20)
     url = libpq_url(runtime.settings.database_url or "")
     with psycopg.connect(url, autocommit=True) as raw:
         through_driver = live.read_after_driver(raw, start)

@@ -18,6 +18,7 @@ def activation_for(
     delegate_id: str = "default",
     user_text: str | None = None,
     trigger: Trigger = Trigger.WAKE,
+    now: datetime | None = None,
 ) -> Activation:
     signals: list[Signal] = []
     for signal_id in signal_ids:
@@ -33,7 +34,7 @@ def activation_for(
         delegate_id=delegate_id,
         trigger=trigger,
         epoch=1,
-        now=datetime.now(UTC),
+        now=datetime.now(UTC) if now is None else now,
         signals=tuple(signals),
         user_message=message,
     )

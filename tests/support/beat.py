@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.support.processes import ChildProcess
+from tests.support.processes import CELERY, ChildProcess
 
 TICK_SENT = "Sending due task timers-tick"
 
 
 def celery_beat(name: str, env: dict[str, str], log_dir: Path) -> ChildProcess:
     command = [
-        sys.executable, "-m", "celery", "-A", "workers", "beat",
+        sys.executable, "-m", CELERY, "-A", "workers", "beat",
         "-s", str(log_dir / f"{name}-schedule"), "--loglevel", "INFO",
     ]  # fmt: skip
     return ChildProcess(name, command, env, log_dir)

@@ -1,5 +1,7 @@
-"""Run one `inner-plane` command in a fresh interpreter and report which store libraries it
-loaded: the light commands must answer without loading SQLAlchemy or Alembic."""
+"""Run one `inner-plane` command in a fresh interpreter and report which libraries it loaded: the
+light commands must answer without loading SQLAlchemy or Alembic, nor any library only the
+plane's processes need (a server, Celery, the model client), nor the OpenTelemetry metrics SDK
+redis-py would load for its own (unused) observability."""
 
 from __future__ import annotations
 
@@ -10,7 +12,25 @@ from typing import Any
 
 from tests.support.stores import ROOT
 
-LIBRARIES = ("psycopg", "sqlalchemy", "alembic")
+LIBRARIES = (
+    "psycopg",
+    "redis",
+    "sqlalchemy",
+    "alembic",
+    "celery",
+    "kombu",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "openai",
+    "mcp",
+    "prometheus_client",
+    "opentelemetry.sdk.metrics",
+    "psutil",
+)
+# What a light command loads of LIBRARIES when it loads nothing it does not need (`status`
+# adds redis).
+ONLY_PSYCOPG = {name: name == "psycopg" for name in LIBRARIES}
 
 # The command run in process; at exit, which of LIBRARIES it loaded, as JSON on stderr.
 _CHILD = f"""

@@ -12,6 +12,9 @@ from pathlib import Path
 
 from tests.support.stores import ROOT
 
+# Celery's command line without other packages' subcommands (tests/support/celery_main.py).
+CELERY = "tests.support.celery_main"
+
 
 class ChildProcess:
     def __init__(self, name: str, command: list[str], env: dict[str, str], log_dir: Path) -> None:
@@ -86,7 +89,7 @@ def celery_worker(
     extra: tuple[str, ...] = (),
 ) -> ChildProcess:
     command = [
-        sys.executable, "-m", "celery", "-A", "workers", "worker",
+        sys.executable, "-m", CELERY, "-A", "workers", "worker",
         "-Q", queues, "-n", f"{name}@%h", "-c", str(concurrency), "-P", pool,
         "--prefetch-multiplier", "1", "--loglevel", "INFO", "--without-mingle",
         "--without-gossip", *extra,

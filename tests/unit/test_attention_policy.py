@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from inner_plane.attention.policy import budget_frees_at, wait_before_claim
+from inner_plane.attention.policy import budget_frees_in, later, wait_before_claim
 from inner_plane.journal.lane.claims import DueWindow
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -55,14 +55,16 @@ def test_a_signal_from_the_future_does_not_make_a_negative_wait() -> None:
 
 
 def test_budget_with_room_frees_nothing() -> None:
-    assert budget_frees_at(2, NOW, budget=3) is None
-    assert budget_frees_at(0, None, budget=3) is None
+    assert budget_frees_in(2, 0.0, budget=3) is None
+    assert budget_frees_in(0, None, budget=3) is None
 
 
 def test_spent_budget_frees_an_hour_after_the_oldest_start() -> None:
-    assert budget_frees_at(3, NOW, budget=3) == NOW + timedelta(hours=1)
-    assert budget_frees_at(9, NOW, budget=3) == NOW + timedelta(hours=1)
+    # The oldest start is NOW, read at NOW: the budget frees an hour after it.
+    for spent in (3, 9):
+        frees_in = budget_frees_in(spent, 0.0, budget=3)
+        assert frees_in is not None and later(NOW, frees_in) == NOW + timedelta(hours=1)
 
 
 def test_spent_budget_without_a_known_start_is_not_enforced() -> None:
-    assert budget_frees_at(3, None, budget=3) is None
+    assert budget_frees_in(3, None, budget=3) is None

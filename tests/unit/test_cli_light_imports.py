@@ -136,3 +136,23 @@ def test_the_app_run_in_process_leaves_the_collector_as_its_caller_keeps_it() ->
     assert body["in_body"] is False
     assert body["frozen"] == 0
     assert end == {"after": False, "frozen": 0}
+
+
+LEAN_REDIS = """
+import json, sys
+from inner_plane.cli.common import import_redis_lean
+import_redis_lean()
+without_sdk = "opentelemetry.sdk.metrics" not in sys.modules
+import redis
+client = redis.Redis.from_url("redis://127.0.0.1:1/0")  # builds a client; connects to nothing
+from opentelemetry.sdk.metrics import MeterProvider  # still importable afterwards
+print(json.dumps({"without_sdk": without_sdk, "redis": hasattr(redis, "Redis"),
+                  "sdk_later": MeterProvider.__name__}))
+"""
+
+
+def test_redis_loads_without_the_metrics_sdk_and_the_sdk_still_imports_after() -> None:
+    completed = run_child("-c", LEAN_REDIS)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert result == {"without_sdk": True, "redis": True, "sdk_later": "MeterProvider"}

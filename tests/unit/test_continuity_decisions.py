@@ -1,5 +1,5 @@
 """The continuity decisions, pure: the daily token budget, the capsule's refresh triggers, the
-labelled token count and the cost estimate."""
+labelled token count, the cost estimate and what a compaction keeps verbatim."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from inner_plane.activation.tokens import ESTIMATE, cost_usd, counter_for, usage_counts
 from inner_plane.agent.capsule import refresh_due
+from inner_plane.agent.continuity import kept_messages
 from inner_plane.journal.conversation.capsule import CapsuleVersion, RefreshState
 from inner_plane.lane.decide import DeferForBudget, token_budget
 
@@ -88,3 +89,33 @@ def test_cost_from_the_price_table() -> None:
         "output_tokens": 0,
         "reasoning_tokens": 0,
     }
+
+
+def test_a_compaction_keeps_the_newest_messages_that_fit_and_at_least_the_count() -> None:
+    assert kept_messages([100, 100, 100, 100, 100], 2, 250) == 2  # a third would not fit
+    assert kept_messages([100, 100, 100, 100, 100], 2, 300) == 3
+    assert kept_messages([100, 900, 50, 50], 1, 200) == 2  # the newest that fit, then stop
+    assert kept_messages([100, 100], 4, 0) == 2  # the count alone: nothing left to compact
+    assert kept_messages([10, 10, 10], 0, 1_000) == 2  # the tokens never keep the oldest
+    assert kept_messages([], 4, 1_000) == 0
+
+
+@given(st.lists(st.integers(0, 5_000), max_size=60), st.integers(0, 100), st.integers(0, 20_000))
+def test_what_a_compaction_keeps_is_a_newest_run_within_its_rules(
+    sizes: list[int], keep_messages: int, keep_tokens: int
+) -> None:
+    kept = kept_messages(sizes, keep_messages, keep_tokens)
+    assert min(keep_messages, len(sizes)) <= kept <= len(sizes)
+    if kept > keep_messages:  # more than the count: by the tokens, so they fit and leave one
+        assert sum(sizes[len(sizes) - kept :]) <= keep_tokens
+        assert kept < len(sizes)
+    if min(keep_messages, len(sizes)) <= kept < len(sizes) - 1:  # stopped by the next one
+        assert sum(sizes[len(sizes) - kept - 1 :]) > keep_tokens
+
+
+def test_a_negative_keep_tokens_setting_is_refused_by_name() -> None:
+    from inner_plane.config import ConfigError, build_settings
+
+    with pytest.raises(ConfigError, match="INNER_PLANE_CONTEXT_KEEP_TOKENS"):
+        build_settings(context_keep_tokens=-1)
+    assert build_settings().context_keep_tokens is None  # a quarter of the threshold

@@ -165,3 +165,22 @@ def test_equal_values_that_print_differently_keep_their_own_text(
     with captured(log_format) as batched:
         logs.emit_many(entries)
     assert batched.getvalue() == one_by_one.getvalue()
+
+
+def test_the_memo_of_line_texts_kept_between_batches_is_bounded() -> None:
+    # Lines differing beyond their id are remembered from batch to batch, up to a bound: a
+    # flood of distinct lines empties the memo and every line is still written as emit writes it.
+    entries = [
+        ("published", {"id": uuid.uuid4(), "kind": "a.b", "delegate": f"d{n}"})
+        for n in range(logs._MEMO_LIMIT + 10)
+    ]
+    with captured("logfmt") as one_by_one:
+        for event, fields in entries[-20:]:
+            logs.emit(event, **fields)
+    with captured("logfmt") as batched:
+        logs.emit_many(entries)
+        logs.emit_many(entries[-20:])
+    written = batched.getvalue().splitlines()
+    assert len(written) == len(entries) + 20
+    assert "\n".join(written[-20:]) + "\n" == one_by_one.getvalue()
+    assert len(logs._around_id) <= logs._MEMO_LIMIT

@@ -201,6 +201,17 @@ def test_derived_id_is_the_same_on_every_machine() -> None:
     )
 
 
+def test_ids_made_without_the_uuid_constructor_are_ordinary_uuids() -> None:
+    import pickle
+
+    for made in [derive_signal_id("d", "s", "k"), *random_signal_ids(3)]:
+        plain = uuid.UUID(int=made.int)
+        assert made == plain and hash(made) == hash(plain) and str(made) == str(plain)
+        assert made.is_safe is plain.is_safe and made.version == plain.version
+        assert pickle.loads(pickle.dumps(made)) == made
+        assert made.__class__ is uuid.UUID
+
+
 def test_explicit_id_matching_the_derived_one_is_accepted() -> None:
     derived = derive_signal_id("default", "copilot", "k")
     assert draft(dedup_key="k", id=str(derived)).id == derived

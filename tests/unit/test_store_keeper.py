@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inner_plane.services.keeper import (
+    FIRST_RESTART_AFTER_CLEAN_STOP_S,
     FIRST_RESTART_AFTER_S,
     MAX_BACKOFF_S,
     Look,
@@ -75,3 +76,12 @@ def test_restarts_back_off_up_to_a_ceiling() -> None:
     assert delays[0] == FIRST_RESTART_AFTER_S
     assert delays[1:5] == [1.0, 2.0, 4.0, 8.0]
     assert delays[5:] == [MAX_BACKOFF_S] * 3
+
+
+def test_a_clean_stop_waits_longer_for_its_successor_than_a_crash() -> None:
+    # `pg_ctl restart` on a loaded machine: its new postmaster may take seconds to appear, and
+    # the keeper must adopt it rather than start its own (and say it restarts) in between.
+    assert backoff_s(0, stopped_cleanly=True) == FIRST_RESTART_AFTER_CLEAN_STOP_S
+    assert FIRST_RESTART_AFTER_CLEAN_STOP_S > FIRST_RESTART_AFTER_S
+    assert backoff_s(0, stopped_cleanly=False) == FIRST_RESTART_AFTER_S
+    assert backoff_s(2, stopped_cleanly=True) == backoff_s(2)  # later tries: the same backoff

@@ -122,3 +122,32 @@ def test_one_shot_has_one_moment() -> None:
 def test_moment_key_is_utc_iso() -> None:
     local = datetime(2026, 3, 29, 9, tzinfo=BERLIN)
     assert moment_key(local) == "2026-03-29T07:00:00+00:00"
+
+
+def _reference_walk(cron: Cron, start: datetime, forward: bool) -> datetime | None:
+    """A walk with a fresh croniter each time (as the schedule did before it kept one)."""
+    from croniter import croniter
+
+    cursor = croniter(cron.expr, start.astimezone(cron.zone))
+    for _ in range(16):
+        local: datetime = cursor.get_next(datetime) if forward else cursor.get_prev(datetime)
+        if cron.every_hour or not cron._repeated_wall_time(local):
+            return local.astimezone(UTC)
+    return None
+
+
+@pytest.mark.parametrize(
+    "expr", ["30 2 * * *", "0 * * * *", "*/7 1-3 * * 0", "15 9 1 * *", "0 0 29 2 *"]
+)
+def test_a_cron_schedule_reusing_its_iterator_walks_as_a_fresh_one(expr: str) -> None:
+    # Instants around both Berlin changes, walked in an order that moves the one iterator back
+    # and forth (and repeats some, which the schedule remembers).
+    cron = Cron(expr, "Europe/Berlin")
+    instants = [utc(2026, 3, 29, 0) + timedelta(minutes=13 * n) for n in range(40)] + [
+        utc(2026, 10, 25, 0) + timedelta(minutes=11 * n) for n in range(40)
+    ]
+    for instant in instants + instants[::-1]:
+        assert cron.next_after(instant) == _reference_walk(cron, instant, forward=True)
+        assert cron.latest_at_or_before(instant) == _reference_walk(
+            cron, instant + timedelta(microseconds=1), forward=False
+        )

@@ -31,6 +31,7 @@ from sqlalchemy import Connection, Engine, RowMapping, text
 
 from inner_plane.journal.conversation import events
 from inner_plane.journal.database import reading, single_statement
+from inner_plane.journal.people.tokens import TOKEN_STILL_VALID
 
 # The states a person sees (user_turns.state done reads "answered").
 QUEUED, RUNNING, ANSWERED, FAILED = "queued", "running", "answered", "failed"
@@ -104,19 +105,22 @@ class CursorError(ValueError):
 
 # --- accepting a turn -------------------------------------------------------------------------
 
-# The answer to a question is accepted only if the question is the delegate's: the check and
-# the insert are one statement, so nothing is stored for an unknown one.
+# The answer to a question is accepted only if the question is the delegate's, and a turn sent
+# with a token authorised from memory only while the token's row stands: the checks and the
+# insert are one statement, so nothing is stored for an unknown question or a revoked token.
 _ACCEPT = text(
-    """
+    f"""
     INSERT INTO user_turns (id, delegate_id, channel, text, idempotency_key, in_reply_to)
     SELECT :id, :delegate, :channel, :text, :key, CAST(:reply AS uuid)
-     WHERE CAST(:reply AS uuid) IS NULL
-        OR EXISTS (SELECT 1 FROM questions q
-                    WHERE q.id = CAST(:reply AS uuid) AND q.delegate_id = :delegate)
+     WHERE (CAST(:reply AS uuid) IS NULL
+            OR EXISTS (SELECT 1 FROM questions q
+                        WHERE q.id = CAST(:reply AS uuid) AND q.delegate_id = :delegate))
+       AND (CAST(:token AS uuid) IS NULL OR {TOKEN_STILL_VALID})
     ON CONFLICT (delegate_id, idempotency_key) DO NOTHING
     RETURNING id, state
-    """
+    """  # noqa: S608 (a constant of the tokens module)
 )
+_TOKEN_STANDS = text(f"SELECT {TOKEN_STILL_VALID}")
 _BY_KEY = text(
     "SELECT id, state, channel, text, in_reply_to FROM user_turns "
     "WHERE delegate_id = :delegate AND idempotency_key = :key"
@@ -127,6 +131,10 @@ class UnknownQuestion(Exception):
     """``in_reply_to`` names no question of this delegate."""
 
 
+class TokenGone(Exception):
+    """The token the turn was authorised by no longer stands (revoked): nothing was stored."""
+
+
 def accept_turn(
     engine: Engine,
     delegate_id: str,
@@ -134,11 +142,13 @@ def accept_turn(
     text_: str,
     idempotency_key: str,
     in_reply_to: uuid.UUID | None = None,
+    token: tuple[uuid.UUID, str] | None = None,
 ) -> AcceptedTurn:
     """Queue the person's turn once per (delegate, key). A concurrent twin waits on the unique
     constraint, inserts nothing, and reads the winner in a new statement (whose snapshot sees
     the winner's commit). Raises IdempotencyConflict if the key's turn says something else,
-    UnknownQuestion if ``in_reply_to`` is not one of the delegate's questions."""
+    UnknownQuestion if ``in_reply_to`` is not one of the delegate's questions, TokenGone if
+    ``token`` (id, hash: the person token it was authorised by from memory) no longer stands."""
     values = {
         "id": uuid.uuid4(),
         "delegate": delegate_id,
@@ -146,6 +156,8 @@ def accept_turn(
         "text": text_,
         "key": idempotency_key,
         "reply": None if in_reply_to is None else str(in_reply_to),
+        "token": None if token is None else str(token[0]),
+        "token_hash": None if token is None else token[1],
     }
     found = None
     for _ in range(3):  # a twin that rolled back between the statements: insert again
@@ -155,6 +167,8 @@ def accept_turn(
             row = connection.execute(_ACCEPT, values).first()
             if row is not None:
                 return AcceptedTurn(row.id, _STATE[row.state], True)
+            if token is not None and not connection.execute(_TOKEN_STANDS, values).scalar():
+                raise TokenGone(str(token[0]))
             found = connection.execute(_BY_KEY, values).first()
         if found is not None:
             break

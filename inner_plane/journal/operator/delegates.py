@@ -49,12 +49,16 @@ SELECT delegate_id FROM (
 
 # Delegates whose person's name starts with ``:prefix`` (any case), by name then delegate, from
 # the key ``(:after_name, :after)`` on: a range of ix_people_name (migration 0026), read a page at
-# a time however many names match.
+# a time however many names match. The key starts no lower than ``:stem`` (the prefix itself,
+# which every match sorts after): PostgreSQL positions the index scan by the row comparison, so
+# a first page's empty key would otherwise walk every name before the prefix (222 buffers and
+# 2.8 ms at 100,000 people, against 55 and 0.09 ms).
 _NAME_KEY = 'lower(display_name COLLATE "C")'
 _BY_NAME = f"""
 SELECT delegate_id, {_NAME_KEY} AS name_key FROM people
  WHERE {_NAME_KEY} LIKE :prefix ESCAPE '\\'
-   AND ({_NAME_KEY}, delegate_id) > (:after_name, :after)
+   AND ({_NAME_KEY}, delegate_id)
+       > (GREATEST(CAST(:after_name AS text), CAST(:stem AS text) COLLATE "C"), :after)
  ORDER BY {_NAME_KEY}, delegate_id
  LIMIT :limit
 """  # noqa: S608 - constant fragment
@@ -166,6 +170,7 @@ def delegates_overview(
                 text(_BY_NAME),
                 {
                     "prefix": _like_prefix(name),
+                    "stem": name.lower(),
                     "after_name": after_name,
                     "after": after,
                     "limit": page_limit(limit) + 1,

@@ -44,6 +44,14 @@ PERSON_TOKENS = Table(
 )
 _T = PERSON_TOKENS
 
+# A write on a person's behalf that this process authorised from memory (the token verified
+# before, its row not read again) runs only while the row still holds that hash: revoking
+# deletes it. The parameters are :token (uuid), :token_hash and :delegate.
+TOKEN_STILL_VALID = (
+    "EXISTS (SELECT 1 FROM person_tokens pt WHERE pt.id = CAST(:token AS uuid) "
+    "AND pt.delegate_id = :delegate AND pt.secret_hash = :token_hash)"
+)
+
 
 @dataclass(frozen=True)
 class PersonToken:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypedDict, cast
 
+from pydantic_core import PydanticSerializationError, to_json
 from sqlalchemy import (
     Connection,
     DateTime,
@@ -139,17 +140,41 @@ def _json_default(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+_TIME_KEYS = tuple(key for key in ROW_KEYS if key.endswith("_at"))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat(data: Mapping[Any, Any]) -> bool:
+    """True for an object of text keys and scalar values, which pydantic-core writes as the json
+    module does (the same JSON values; a ``None`` key, say, it would write otherwise)."""
+    for key, value in data.items():
+        if key.__class__ is not str or value.__class__ not in _SCALARS:
+            return False
+    return True
+
+
 def rows_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """Rows as the one JSON parameter of the bulk insert; None if a value has no exact JSON form
     (a timestamp within a day of year 1 or 9999: the row-by-row statement takes those)."""
     # NULLs are left out: jsonb_to_recordset gives NULL for a missing key as for a JSON null,
     # and the shorter text is faster to write and to parse.
+    records = [{key: value for key in ROW_KEYS if (value := row[key]) is not None} for row in rows]
+    if all(_flat(record.get("data") or {}) for record in records):
+        # pydantic-core writes ids and timestamps without a Python call per value: about a third
+        # of the json module's time. Timestamps go in UTC, as below.
+        try:
+            for record in records:
+                for key in _TIME_KEYS:
+                    value = record.get(key)
+                    if value is not None and value.tzinfo is not UTC:
+                        record[key] = value.astimezone(UTC)
+            return to_json(records).decode()
+        except OverflowError:  # within a day of year 1 or 9999: no Python UTC form
+            return None
+        except PydanticSerializationError:
+            pass  # text that is no UTF-8 (a lone surrogate): the json module's form, as ever
     try:
-        return json.dumps(
-            [{key: value for key in ROW_KEYS if (value := row[key]) is not None} for row in rows],
-            default=_json_default,
-            separators=(",", ":"),
-        )
+        return json.dumps(records, default=_json_default, separators=(",", ":"))
     except _NoJsonForm:
         return None
 
