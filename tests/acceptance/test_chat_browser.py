@@ -64,6 +64,15 @@ def assistant_texts(page: Any) -> list[str]:
     return texts
 
 
+def sign_in_with_keyboard(page: Any, token: str) -> None:
+    """The keyboard alone: the token field takes the focus on its own (autofocus), Enter
+    submits. Typing waits for that focus: Chromium applies autofocus a moment after load, and
+    keys pressed before it are lost, as a person's would be."""
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'token'")
+    page.keyboard.type(token)
+    page.keyboard.press("Enter")
+
+
 def send(page: Any, text: str) -> None:
     page.focus("#text")
     page.keyboard.type(text)
@@ -81,9 +90,7 @@ def test_the_chat_page_in_chromium(
     page = context.new_page()
     page.goto(f"{base}/chat")
     shot(page, "chat-sign-in-1280")
-    # Sign in with the keyboard alone: the token field has the focus, Enter submits.
-    page.keyboard.type(token)
-    page.keyboard.press("Enter")
+    sign_in_with_keyboard(page, token)
     page.wait_for_selector("#compose")
     page.wait_for_function("document.getElementById('status').textContent.length > 0")
     page.evaluate(RECORD_DRAFTS)

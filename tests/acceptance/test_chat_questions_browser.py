@@ -21,7 +21,12 @@ from inner_plane.people import directory
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.tools import build_registry
-from tests.acceptance.test_chat_browser import OVERFLOW, browser, shot  # noqa: F401
+from tests.acceptance.test_chat_browser import (  # noqa: F401
+    OVERFLOW,
+    browser,
+    shot,
+    sign_in_with_keyboard,
+)
 from tests.integration.test_outbound import context_for
 from tests.support.activations import activation_for
 from tests.support.api_server import serving
@@ -44,8 +49,7 @@ def test_questions_and_app_messages_in_chromium(runtime: Runtime, browser: Any) 
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
         page.goto(f"{base}/chat")
-        page.keyboard.type(token)
-        page.keyboard.press("Enter")
+        sign_in_with_keyboard(page, token)
         page.wait_for_selector("#compose")
         page.wait_for_function("document.getElementById('status').dataset.state === 'idle'")
 

@@ -12,11 +12,13 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 
 from inner_plane.http.app import create_app
 from inner_plane.journal.operator import live
+from inner_plane.journal.plain import libpq_url, sqlalchemy_url
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from tests.support.api_server import SseReader, serving
@@ -140,3 +142,51 @@ def test_retention_drops_old_log_rows_only(runtime: Runtime) -> None:
     with runtime.engine.connect() as connection:
         left = connection.execute(text("SELECT data FROM live_events")).scalars().all()
     assert left == [{"n": "new"}]
+
+
+def _open_write_transaction(runtime: Runtime, database: str) -> psycopg.Connection[Any]:
+    """A session of ``database`` (same cluster) inside a transaction that holds an xid, as a
+    long batch job, a migration or another test worker's open transaction does."""
+    database_url = runtime.settings.database_url
+    assert database_url is not None
+    url = make_url(sqlalchemy_url(database_url)).set(database=database)
+    session = psycopg.connect(libpq_url(url.render_as_string(hide_password=False)))
+    session.execute("SELECT pg_current_xact_id()")  # assigns the transaction its xid
+    return session
+
+
+def test_an_open_transaction_of_another_database_holds_nothing_back(runtime: Runtime) -> None:
+    # Transaction ids are cluster-wide: a reader going by the snapshot's xmin alone waited for
+    # every database's transactions, so one long job elsewhere froze every chat page here.
+    other = _open_write_transaction(runtime, "postgres")
+    try:
+        with runtime.engine.connect() as connection:
+            start = live.horizon(connection)
+        with runtime.engine.begin() as connection:
+            live.raise_live(connection, "default", {"n": "after"})
+        with runtime.engine.connect() as connection:
+            seen = [event.data for event in live.read_after(connection, start)]
+        assert seen == [{"n": "after"}]
+    finally:
+        other.close()
+
+
+def test_an_open_transaction_of_this_database_holds_later_events_back(
+    runtime: Runtime,
+) -> None:
+    # The reader's guarantee: nothing after a running transaction of this database is read
+    # before it ends (it may still append an event with an older id).
+    with runtime.engine.connect() as connection:
+        start = live.horizon(connection)
+    this_database = make_url(str(runtime.settings.database_url)).database
+    assert this_database is not None
+    older = _open_write_transaction(runtime, this_database)
+    try:
+        with runtime.engine.begin() as connection:
+            live.raise_live(connection, "default", {"n": "later"})
+        with runtime.engine.connect() as connection:
+            assert live.read_after(connection, start) == []
+    finally:
+        older.close()
+    with runtime.engine.connect() as connection:
+        assert [event.data for event in live.read_after(connection, start)] == [{"n": "later"}]

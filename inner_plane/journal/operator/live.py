@@ -8,10 +8,17 @@ commit. Live-only events (memory retrieval pending, capsule started or failed) a
 
 Order and completeness: ids are handed out when rows are inserted, not when they commit, so a
 reader going by id alone could pass over a row whose transaction commits late. Each row keeps
-its transaction id; a reader takes only rows of transactions older than every transaction still
-running (``xid < pg_snapshot_xmin(pg_current_snapshot())``) in ``(xid, id)`` order. Everything
-before a reader's position has then committed or rolled back, so resuming from a position
-misses nothing (ix_live_events_xid_id serves the range).
+its transaction id; a reader takes only rows of transactions older than every transaction of
+this database still running (:data:`HORIZON`) in ``(xid, id)`` order. Everything before a
+reader's position has then committed or rolled back, so resuming from a position misses nothing
+(ix_live_events_xid_id serves the range).
+
+Transaction ids are cluster-wide, so the snapshot's own xmin would wait for every database's
+transactions: one long job in another database of the cluster froze every stream. The horizon
+therefore leaves out a running transaction only when a session of another database holds it
+(that session cannot write here); one it cannot place (a prepared transaction, a session whose
+details this role may not read) still counts, which errs towards waiting, never towards
+skipping.
 """
 
 from __future__ import annotations
@@ -84,21 +91,34 @@ class LiveEvent:
         )
 
 
+# The oldest transaction still running that may write to this database, or the snapshot's
+# xmax when none does (the snapshot is the statement's own, the one its read of the log uses).
+HORIZON = """
+    (SELECT coalesce(min(running.xid), pg_snapshot_xmax(pg_current_snapshot()))
+       FROM pg_snapshot_xip(pg_current_snapshot()) AS running(xid)
+      WHERE NOT EXISTS (
+            SELECT 1 FROM pg_stat_get_activity(NULL) AS session
+             WHERE session.backend_xid = xid(running.xid)
+               AND session.datid <> (SELECT oid FROM pg_database
+                                      WHERE datname = current_database())))
+"""
 _AFTER_TEMPLATE = """
     SELECT e.xid::text::bigint AS xid_number, e.id, e.at, e.delegate_id, e.topic, e.ids, e.data
       FROM live_events e
      WHERE (e.xid, e.id) > (CAST(CAST({xid} AS text) AS xid8), {id})
-       AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+       AND e.xid < {horizon}
      ORDER BY e.xid, e.id
      LIMIT {limit}
 """
-_AFTER = text(_AFTER_TEMPLATE.format(xid=":xid", id=":id", limit=":limit"))
+_AFTER = text(_AFTER_TEMPLATE.format(xid=":xid", id=":id", limit=":limit", horizon=HORIZON))
 # The same statement for a plain psycopg connection (the live feed's LISTEN connection reads
 # with it in autocommit: one round trip, no pool checkout, no BEGIN/COMMIT).
-_AFTER_DRIVER = _AFTER_TEMPLATE.format(xid="%(xid)s", id="%(id)s", limit="%(limit)s")
+_AFTER_DRIVER = _AFTER_TEMPLATE.format(
+    xid="%(xid)s", id="%(id)s", limit="%(limit)s", horizon=HORIZON
+)
 
 _HORIZON = text(
-    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin, "
+    f"SELECT {HORIZON}::text::bigint AS xmin, "  # noqa: S608 (constant SQL)
     "coalesce((SELECT min(id) FROM live_events), 0) AS oldest"
 )
 
