@@ -9,7 +9,6 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is required" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	# pip compiles what it installs one file at a time; compileall does it on every core.
 	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
 	$(BIN)/python -m compileall -q -j 0 \
@@ -51,7 +50,7 @@ typecheck: $(STAMP)
 # it). Every worker has its own database, Redis and Celery queues (tests/support/stores.py); each
 # file goes whole to one worker, longest first (tests/support/timing.py). The suite ends with its
 # 15 slowest tests. TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 LEG_WORKERS ?= 2
 XDIST = --dist loadfile --no-loadscope-reorder
 # Each leg's temporary files under the worktree: pytest makes /tmp/pytest-of-USER private again
