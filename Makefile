@@ -50,7 +50,7 @@ typecheck: $(STAMP)
 # it). Every worker has its own database, Redis and Celery queues (tests/support/stores.py); each
 # file goes whole to one worker, longest first (tests/support/timing.py). The suite ends with its
 # 15 slowest tests. TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 6
+TEST_WORKERS ?= 4
 LEG_WORKERS ?= 2
 XDIST = --dist loadfile --no-loadscope-reorder
 # Each leg's temporary files under the worktree: pytest makes /tmp/pytest-of-USER private again

@@ -114,6 +114,11 @@ class EmbeddedPostgres(ServerProcess):
         pid = self.running_pid()
         return pid if pid is not None and pid != self.pid else None
 
+    def successor_coming(self) -> bool:
+        return any(
+            _pg_ctl_data_dir(pid) == self.pgdata for pid in _process_ids() if pid != os.getpid()
+        )
+
     def stop_orphan(self) -> None:
         pid = self.running_pid()
         if pid is None:
@@ -157,3 +162,38 @@ class EmbeddedPostgres(ServerProcess):
         meanwhile is left alone: ours then fails on its lock file, and the keeper adopts it."""
         self.prepare(stop_orphan=False)
         self.launch(timeout=30.0, cancelled=cancelled)
+
+
+def _process_ids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:  # no /proc (not Linux): nothing is known to be coming
+        return []
+
+
+def _pg_ctl_data_dir(pid: int) -> Path | None:
+    """The data dir a running ``pg_ctl`` works on (``-D DIR``, ``-DDIR``, ``--pgdata=DIR``,
+    ``--pgdata DIR``, else its PGDATA), resolved against its working directory; None for any
+    other process, or one this user may not read."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if not args or Path(os.fsdecode(args[0])).name != "pg_ctl":
+            return None
+        found: bytes | None = None
+        for index, arg in enumerate(args[1:], start=1):
+            following = args[index + 1] if index + 1 < len(args) else None
+            if arg in (b"-D", b"--pgdata"):
+                found = following
+            elif arg.startswith(b"--pgdata="):
+                found = arg.removeprefix(b"--pgdata=")
+            elif arg.startswith(b"-D") and len(arg) > 2:
+                found = arg[2:]
+        if not found:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            found = next((e[len(b"PGDATA=") :] for e in environ if e.startswith(b"PGDATA=")), None)
+        if not found:
+            return None
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        return Path(cwd, os.fsdecode(found)).resolve()
+    except (OSError, ValueError):
+        return None

@@ -57,6 +57,9 @@ class Look:
     down_for_s: float | None
     restart_due: bool
     deadline_s: float
+    # A `pg_ctl` works on our data dir (a restart from outside between its stop and its start):
+    # its server is on its way, however long a loaded machine makes it.
+    successor_coming: bool = False
 
 
 def next_move(look: Look) -> Move:
@@ -67,7 +70,7 @@ def next_move(look: Look) -> Move:
     if look.other:
         # Someone else's server on our lock file: adopt it once it answers, never fight it.
         return Move.ADOPT if look.answers else Move.WAIT
-    return Move.RESTART if look.restart_due else Move.WAIT
+    return Move.RESTART if look.restart_due and not look.successor_coming else Move.WAIT
 
 
 def backoff_s(failures: int, stopped_cleanly: bool = False) -> float:
@@ -157,13 +160,17 @@ class StoreKeeper:
         else:
             self._mark_down(now, None, stopped_cleanly=server.stopped_cleanly())
         other = None if alive else server.other_server()
+        restart_due = now >= self._next_restart
+        # Asked only when a restart would be next (it reads every process's command line).
+        coming = restart_due and not alive and other is None and server.successor_coming()
         look = Look(
             alive=alive,
             other=other is not None,
             answers=other is not None and server.ready(),
             down_for_s=None if self._down_since is None else now - self._down_since,
-            restart_due=now >= self._next_restart,
+            restart_due=restart_due,
             deadline_s=self.deadline_s,
+            successor_coming=coming,
         )
         move = next_move(look)
         if move is Move.GIVE_UP:

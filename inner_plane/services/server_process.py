@@ -179,6 +179,11 @@ class ServerProcess:
         started from outside, e.g. by `pg_ctl restart`), or None."""
         return None
 
+    def successor_coming(self) -> bool:
+        """Whether a tool started from outside is bringing up a server of its own on our data
+        dir right now (``pg_ctl restart`` between its stop and its start)."""
+        return False
+
     def adopt(self, pid: int) -> None:
         """Watch (and at the end stop) a server started from outside as if it were our own."""
         self.process = None

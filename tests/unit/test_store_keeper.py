@@ -85,3 +85,11 @@ def test_a_clean_stop_waits_longer_for_its_successor_than_a_crash() -> None:
     assert FIRST_RESTART_AFTER_CLEAN_STOP_S > FIRST_RESTART_AFTER_S
     assert backoff_s(0, stopped_cleanly=False) == FIRST_RESTART_AFTER_S
     assert backoff_s(2, stopped_cleanly=True) == backoff_s(2)  # later tries: the same backoff
+
+
+def test_a_restart_from_outside_under_way_is_waited_for_not_raced() -> None:
+    # `pg_ctl restart` between its stop and its start: its own server is on its way.
+    assert next_move(look(successor_coming=True)) is Move.WAIT
+    assert next_move(look(successor_coming=True, other=True, answers=True)) is Move.ADOPT
+    # Only the deadline ends the wait, as for any other.
+    assert next_move(look(successor_coming=True, down_for_s=301.0)) is Move.GIVE_UP
