@@ -13,7 +13,7 @@ from inner_plane.lane.user_turns import ensure_user_turn, wake_for_user_turn
 from inner_plane.runtime import get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
 from inner_plane.wiring import run_lane
-from workers.tasks.signals import leaving_receipts
+from workers.tasks.signals import RETRY, leaving_receipts
 
 
 def _delegate(value: object) -> str:
@@ -22,7 +22,11 @@ def _delegate(value: object) -> str:
     return value
 
 
-@shared_task(name=names.ACTIVATE_TASK, acks_late=True)
+# A store error mid-run (a restart, a failover, a dead pooled connection) is retried with
+# backoff rather than acked: otherwise the delegate's work waits for the sweeper, or, where no
+# beat runs, for good. A rerun is harmless: the lease decides, and a dead run's claims are
+# recovered by the next holder.
+@shared_task(name=names.ACTIVATE_TASK, acks_late=True, **RETRY)
 def activate(delegate_id: str) -> None:
     run_lane(get_runtime(), _delegate(delegate_id), reason="wake")
 

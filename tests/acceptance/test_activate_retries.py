@@ -1,0 +1,53 @@
+"""An activate whose lane run meets a transient store error is retried by Celery (bounded
+backoff), not acked and lost: with a real `celery worker` and no beat (so no sweeper to fall back
+on), every PostgreSQL session of the worker is terminated, as a database restart or a failover
+does; the next wake's run finds its pooled connection dead, and the signal is still delivered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from inner_plane.publish import publish
+from inner_plane.runtime import Runtime
+from inner_plane.signals.model import State
+from tests.acceptance.test_lane_workers import BASE_ENV, _stores
+from tests.support.processes import ChildProcess, start_celery_workers
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.acceptance
+
+# Every session of the plane's processes on this database but the caller's own.
+TERMINATE = text(
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+    "AND backend_type = 'client backend'"
+)
+
+
+def delivered(runtime: Runtime, signal_id: object) -> bool:
+    signal = runtime.signals.get(signal_id)  # type: ignore[arg-type]
+    return signal is not None and signal.state is State.DELIVERED
+
+
+def test_a_run_that_finds_its_connection_dead_is_retried_and_delivers(
+    runtime: Runtime, children: list[ChildProcess], log_dir: Path
+) -> None:
+    environment = _stores(runtime).env(**BASE_ENV, INNER_PLANE_AGENT_SCRIPT=json.dumps({}))
+    [worker] = start_celery_workers(children, environment, log_dir, {"lane": "activation"}).values()
+    first = publish(kind="task.completed", source="copilot", runtime=runtime).id
+    wait_until(lambda: delivered(runtime, first), "the first signal delivered", 30)
+
+    offset = len(worker.output())
+    with runtime.engine.connect() as connection:
+        assert connection.execute(TERMINATE).scalar()
+        connection.commit()
+    runtime.engine.dispose()  # this process's own pooled sessions went too
+
+    second = publish(kind="task.completed", source="copilot", runtime=runtime).id
+    wait_until(lambda: delivered(runtime, second), "the second signal delivered", 60)
+    # It took a retry: the run that met the dead connection failed, and its task went again.
+    assert "Retry in" in worker.output()[offset:], worker.output()[offset:][-3000:]
