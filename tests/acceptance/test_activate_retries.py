@@ -1,4 +1,4 @@
-"""An activate whose lane run meets a transient store error is retried by Celery (bounded
+"""An activate or a user turn whose run meets a transient store error is retried by Celery (bounded
 backoff), not acked and lost: with a real `celery worker` and no beat (so no sweeper to fall back
 on), every PostgreSQL session of the worker is terminated, as a database restart or a failover
 does; the next wake's run finds its pooled connection dead, and the signal is still delivered."""
@@ -6,11 +6,15 @@ does; the next wake's run finds its pooled connection dead, and the signal is st
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
+from inner_plane import celery_bridge
+from inner_plane.journal.lane.user_turns import UserTurns
+from inner_plane.lane.user_turns import TURN_NAMESPACE
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import State
@@ -51,3 +55,39 @@ def test_a_run_that_finds_its_connection_dead_is_retried_and_delivers(
     wait_until(lambda: delivered(runtime, second), "the second signal delivered", 60)
     # It took a retry: the run that met the dead connection failed, and its task went again.
     assert "Retry in" in worker.output()[offset:], worker.output()[offset:][-3000:]
+
+
+def test_a_turn_whose_worker_lost_its_sessions_is_retried_and_answered(
+    runtime: Runtime, children: list[ChildProcess], log_dir: Path
+) -> None:
+    environment = _stores(runtime).env(
+        **BASE_ENV, INNER_PLANE_AGENT_SCRIPT=json.dumps({"reply": "here"})
+    )
+    workers = start_celery_workers(
+        children, environment, log_dir, {"lane": "activation", "turns": "user_turns"}
+    )
+    first = publish(kind="task.completed", source="copilot", runtime=runtime).id
+    wait_until(lambda: delivered(runtime, first), "the first signal delivered", 30)
+    celery_bridge.sender(runtime.settings).send_task(
+        celery_bridge.USER_TURN_TASK, args=("default", "warm up", "text"),
+        queue=celery_bridge.USER_TURNS_QUEUE, task_id="turn-before",
+    )  # fmt: skip
+    wait_until(lambda: _answered(runtime, "turn-before"), "the first turn answered", 30)
+
+    offset = len(workers["turns"].output())
+    with runtime.engine.connect() as connection:
+        assert connection.execute(TERMINATE).scalar()
+        connection.commit()
+    runtime.engine.dispose()
+
+    celery_bridge.sender(runtime.settings).send_task(
+        celery_bridge.USER_TURN_TASK, args=("default", "still there?", "text"),
+        queue=celery_bridge.USER_TURNS_QUEUE, task_id="turn-after",
+    )  # fmt: skip
+    wait_until(lambda: _answered(runtime, "turn-after"), "the turn after answered", 60)
+    assert "Retry in" in workers["turns"].output()[offset:]
+
+
+def _answered(runtime: Runtime, task_id: str) -> bool:
+    turn = UserTurns(runtime.engine).get(uuid.uuid5(TURN_NAMESPACE, task_id))
+    return turn is not None and turn.state == "done"

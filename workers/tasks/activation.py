@@ -31,7 +31,8 @@ def activate(delegate_id: str) -> None:
     run_lane(get_runtime(), _delegate(delegate_id), reason="wake")
 
 
-@shared_task(name=names.USER_TURN_TASK, acks_late=True, bind=True)
+# The same for a turn: retried (its task id journals it once), not left to the receipts' replay.
+@shared_task(name=names.USER_TURN_TASK, acks_late=True, bind=True, **RETRY)
 def user_turn(
     self: Task,  # type: ignore[type-arg]
     delegate_id: str,
