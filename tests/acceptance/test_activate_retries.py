@@ -24,12 +24,27 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
-# Every session of the plane's processes on this database but the caller's own.
+# Every session of this database opened since ``since`` (the worker's, and any this process
+# opened meanwhile) but the caller's own. Older ones belong to what this pytest process keeps
+# for later tests (servers, listeners): they stay.
 TERMINATE = text(
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
     "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-    "AND backend_type = 'client backend'"
+    "AND backend_type = 'client backend' AND backend_start >= :since"
 )
+NOW = text("SELECT clock_timestamp()")
+
+
+def now(runtime: Runtime) -> object:
+    with runtime.engine.connect() as connection:
+        return connection.execute(NOW).scalar()
+
+
+def terminate_sessions_since(runtime: Runtime, since: object) -> None:
+    with runtime.engine.connect() as connection:
+        assert connection.execute(TERMINATE, {"since": since}).scalar()
+        connection.commit()
+    runtime.engine.dispose()  # this process's own pooled sessions may have gone too
 
 
 def delivered(runtime: Runtime, signal_id: object) -> bool:
@@ -41,15 +56,13 @@ def test_a_run_that_finds_its_connection_dead_is_retried_and_delivers(
     runtime: Runtime, children: list[ChildProcess], log_dir: Path
 ) -> None:
     environment = _stores(runtime).env(**BASE_ENV, INNER_PLANE_AGENT_SCRIPT=json.dumps({}))
+    since = now(runtime)
     [worker] = start_celery_workers(children, environment, log_dir, {"lane": "activation"}).values()
     first = publish(kind="task.completed", source="copilot", runtime=runtime).id
     wait_until(lambda: delivered(runtime, first), "the first signal delivered", 30)
 
     offset = len(worker.output())
-    with runtime.engine.connect() as connection:
-        assert connection.execute(TERMINATE).scalar()
-        connection.commit()
-    runtime.engine.dispose()  # this process's own pooled sessions went too
+    terminate_sessions_since(runtime, since)
 
     second = publish(kind="task.completed", source="copilot", runtime=runtime).id
     wait_until(lambda: delivered(runtime, second), "the second signal delivered", 60)
@@ -63,6 +76,7 @@ def test_a_turn_whose_worker_lost_its_sessions_is_retried_and_answered(
     environment = _stores(runtime).env(
         **BASE_ENV, INNER_PLANE_AGENT_SCRIPT=json.dumps({"reply": "here"})
     )
+    since = now(runtime)
     workers = start_celery_workers(
         children, environment, log_dir, {"lane": "activation", "turns": "user_turns"}
     )
@@ -75,10 +89,7 @@ def test_a_turn_whose_worker_lost_its_sessions_is_retried_and_answered(
     wait_until(lambda: _answered(runtime, "turn-before"), "the first turn answered", 30)
 
     offset = len(workers["turns"].output())
-    with runtime.engine.connect() as connection:
-        assert connection.execute(TERMINATE).scalar()
-        connection.commit()
-    runtime.engine.dispose()
+    terminate_sessions_since(runtime, since)
 
     celery_bridge.sender(runtime.settings).send_task(
         celery_bridge.USER_TURN_TASK, args=("default", "still there?", "text"),

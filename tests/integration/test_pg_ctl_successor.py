@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from inner_plane.services.embedded_postgres import EmbeddedPostgres
+from tests.support.waiting import wait_until
 
 SLEEP = "import time; time.sleep(60)"
 
@@ -21,7 +22,13 @@ def spawn() -> Iterator[object]:
     started: list[subprocess.Popen[bytes]] = []
 
     def start(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-        started.append(subprocess.Popen(argv, executable=sys.executable, cwd=cwd, env=env))
+        process = subprocess.Popen(argv, executable=sys.executable, cwd=cwd, env=env)
+        started.append(process)
+        # Popen returns once the exec began; the kernel sets the new command line a moment
+        # later (read at once, /proc shows it empty). The keeper looks every 0.2 s at a pg_ctl
+        # that runs for seconds, so only this test could see that moment.
+        command_line = Path(f"/proc/{process.pid}/cmdline")
+        wait_until(lambda: command_line.read_bytes(), "the command line set", 10, 0.001)
 
     yield start
     for process in started:
