@@ -5,10 +5,7 @@ claim left nothing to run), and the activation page and CLI find what the events
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from dataclasses import replace
 
-import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -21,12 +18,6 @@ from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 
 ODD_SOURCE = "x\r\n\u2028odd"
-
-
-@pytest.fixture
-def lane_runtime(runtime: Runtime) -> Iterator[Runtime]:
-    settings = runtime.settings.model_copy(update={"batch_quiet_ms": 0, "batch_max_age_ms": 0})
-    yield replace(runtime, settings=settings)
 
 
 def make_odd(rt: Runtime, signal_id: uuid.UUID) -> None:

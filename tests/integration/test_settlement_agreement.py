@@ -3,11 +3,7 @@ signal is what the record says, the default deferral included."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime
-
-import pytest
 
 from inner_plane.activation import (
     DEFAULT_DEFERRAL,
@@ -24,12 +20,6 @@ from inner_plane.lane.runner import Lane
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import State
-
-
-@pytest.fixture
-def lane_runtime(runtime: Runtime) -> Iterator[Runtime]:
-    settings = runtime.settings.model_copy(update={"batch_quiet_ms": 0, "batch_max_age_ms": 0})
-    yield replace(runtime, settings=settings)
 
 
 class _DeferFirstLeaveSecond:

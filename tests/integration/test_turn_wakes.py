@@ -8,7 +8,6 @@ with the lease, extended from the heartbeat's thread, and never left with a repl
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -32,12 +31,6 @@ from inner_plane.lane.user_turns import user_turn
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.services.embedded import free_port
-
-
-@pytest.fixture
-def lane_runtime(runtime: Runtime) -> Iterator[Runtime]:
-    settings = runtime.settings.model_copy(update={"batch_quiet_ms": 0, "batch_max_age_ms": 0})
-    yield replace(runtime, settings=settings)
 
 
 def _activates(runtime: Runtime) -> int:
