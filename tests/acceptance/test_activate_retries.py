@@ -24,13 +24,16 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.acceptance
 
-# Every session of this database opened since ``since`` (the worker's, and any this process
-# opened meanwhile) but the caller's own. Older ones belong to what this pytest process keeps
-# for later tests (servers, listeners): they stay.
+# Every pooled session of this database opened since ``since`` (the worker's, and any this
+# process opened meanwhile) but the caller's own. Older ones belong to what this pytest process
+# keeps for later tests (servers, listeners): they stay. So do the LISTEN sessions: a listener
+# that reconnected would read through the pool first, SQLAlchemy would then drop the dead
+# pooled sessions, and the lane's run might never meet one.
 TERMINATE = text(
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
     "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-    "AND backend_type = 'client backend' AND backend_start >= :since"
+    "AND backend_type = 'client backend' AND backend_start >= :since "
+    "AND query NOT LIKE 'LISTEN %'"
 )
 NOW = text("SELECT clock_timestamp()")
 
