@@ -10,14 +10,19 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from fastapi import FastAPI
+from inner_plane.startup import collector_held
 
-from inner_plane import tracing
-from inner_plane.http import app as http_app
-from inner_plane.http.server import bound_server_logs
-from inner_plane.mcp_adapter.http import build_route
-from inner_plane.runtime import get_runtime
-from inner_plane.sources.intake import MAX_BODY_BYTES
+# What each server process loads (FastAPI, the API, the MCP adapter, the journal) with the
+# collector held, as a worker loads its app.
+with collector_held():
+    from fastapi import FastAPI
+
+    from inner_plane import tracing
+    from inner_plane.http import app as http_app
+    from inner_plane.http.server import bound_server_logs
+    from inner_plane.mcp_adapter.http import build_route
+    from inner_plane.runtime import get_runtime
+    from inner_plane.sources.intake import MAX_BODY_BYTES
 
 
 def create_app() -> FastAPI:

@@ -3,6 +3,10 @@ journal and Redis per test, captured [inner-context] lines, and child-process he
 
 from __future__ import annotations
 
+# isort: off
+from tests.support import collector  # first: the collector held while the suite loads
+# isort: on
+
 import io
 import os
 from collections.abc import Iterator
@@ -49,6 +53,14 @@ def _loopback_test_client(self: TestClient, app: Any, *args: Any, **kwargs: Any)
 
 TestClient.__init__ = _loopback_test_client  # type: ignore[method-assign]
 KINDS = ("unit", "integration", "acceptance")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        collector.give_back()  # held since this module began
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

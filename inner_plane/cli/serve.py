@@ -13,6 +13,7 @@ from inner_plane import operators
 from inner_plane.cli.common import FAILURE, fail, runtime, settings
 from inner_plane.config import load_settings
 from inner_plane.services.embedded import export_environment
+from inner_plane.startup import collector_held
 
 APP_FACTORY = "inner_plane.asgi:create_app"
 
@@ -28,9 +29,10 @@ def serve(
 ) -> None:
     """Serve the HTTP API (processors' intake, the operator API and live feed, the UI at /,
     /healthz, /mcp). Beyond loopback it refuses to start until an operator exists."""
-    import uvicorn
+    with collector_held():  # the server's libraries, as the app module loads its own
+        import uvicorn
 
-    from inner_plane.http.server import BoundedH11Protocol
+        from inner_plane.http.server import BoundedH11Protocol
 
     configured = settings()
     # Connect (starting embedded stores if no URLs are set) and check the schema here, once,

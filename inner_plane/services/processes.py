@@ -43,7 +43,8 @@ def node_name(role: str) -> str:
 
 def celery_command(role: str, settings: Settings, concurrency: int | None = None) -> list[str]:
     """The `celery` invocation behind `inner-plane worker ROLE` / `beat` / `flower`."""
-    base = [sys.executable, "-m", "celery", "-A", "workers"]
+    # `celery -A workers`, with the collector held while Celery and the app load (workers/__main__).
+    base = [sys.executable, "-m", "workers"]
     level = ["--loglevel", settings.log_level]
     if role == "signals":
         return [

@@ -1,0 +1,106 @@
+"""The collector held while a process loads (inner_plane/startup.py): off inside, back as it was
+after (the outermost hold decides), what loading left frozen, and the same whatever the block
+raises. And the processes that hold it: a worker's app, the served app, a pytest process."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from inner_plane.startup import collector_held
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def collecting() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if was:
+        gc.enable()
+    else:
+        gc.disable()
+
+
+def test_held_inside_and_given_back_with_what_loaded_frozen(collecting: None) -> None:
+    frozen_before = gc.get_freeze_count()
+    with collector_held():
+        assert not gc.isenabled()
+        loaded = [[n] for n in range(1000)]  # lists: always tracked
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= frozen_before + len(loaded)
+
+
+def test_nested_holds_leave_it_to_the_outermost(collecting: None) -> None:
+    with collector_held():
+        with collector_held():
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_collector_that_was_off_stays_off(collecting: None) -> None:
+    gc.disable()
+    frozen_before = gc.get_freeze_count()
+    with collector_held():
+        pass
+    assert not gc.isenabled()
+    assert gc.get_freeze_count() == frozen_before
+
+
+def test_given_back_when_loading_fails(collecting: None) -> None:
+    with pytest.raises(ImportError), collector_held():
+        raise ImportError("no such module")
+    assert gc.isenabled()
+
+
+PROBE = """
+import gc, json, sys
+import {module}
+print(json.dumps([gc.isenabled(), gc.get_freeze_count()]))
+"""
+
+
+@pytest.mark.parametrize("module", ["workers", "inner_plane.asgi"])
+def test_an_app_module_loads_held_and_leaves_the_collector_on(module: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INNER_PLANE_")}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module=module)],
+        env=dict(env, PYTHONPATH=str(ROOT)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    enabled, frozen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert enabled is True
+    assert frozen > 100_000  # the libraries it loaded, frozen
+
+
+def test_this_pytest_process_collects_again_after_loading() -> None:
+    # tests/support/collector.py held it while the suite loaded.
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 100_000
+
+
+def test_python_m_workers_is_celerys_command_line_for_the_app() -> None:
+    # What `inner-plane worker`, `beat` and `flower` exec (inner_plane/services/processes.py).
+    done = subprocess.run(
+        [sys.executable, "-m", "workers", "report"],
+        env={k: v for k, v in os.environ.items() if not k.startswith("INNER_PLANE_")},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "beat_schedule:PlaneScheduler" in done.stdout  # the plane's app, configured
