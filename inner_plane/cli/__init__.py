@@ -83,10 +83,21 @@ def _plain(command: Command) -> Command:
     return command
 
 
+# Commands that answer and exit: the collector stays held through their body too (its imports,
+# its connection, its answer), and what is left is frozen before exit. Any other command (`up`,
+# `serve`, a worker, `say --wait`, `simulate` over a million signals) may run long or allocate
+# without bound, and collects as usual once it is loaded.
+ANSWERING_COMMANDS = frozenset(
+    {"status", "health", "publish", "signals", "processors", "operators", "delegates", "db"}
+)
+
+
 def _collecting(command: Command) -> Command:
     """Give the command's body (and each subcommand's) the garbage collector back, with what
     loading it made frozen: a long-running command (`up`, `serve`, a worker) collects as usual,
-    and never walks the libraries' objects again."""
+    and never walks the libraries' objects again. An answering command keeps it held."""
+    if command.name in ANSWERING_COMMANDS:
+        return command
     callback = command.callback
     if callback is not None:
         command.callback = _after_loading(callback)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from inner_plane import cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Libraries only some commands need (serve, worker, beat, flower, mcp, db, the agent).
@@ -156,3 +158,24 @@ def test_redis_loads_without_the_metrics_sdk_and_the_sdk_still_imports_after() -
     assert completed.returncode == 0, completed.stderr[-3000:]
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     assert result == {"without_sdk": True, "redis": True, "sdk_later": "MeterProvider"}
+
+
+def test_an_answering_command_keeps_the_collector_held_through_its_body() -> None:
+    # A command that answers and exits (`status`, `signals show`, `processors add`) never gives
+    # it back: its body's imports and answer run held, and main freezes what is left at exit.
+    answering = PROBE.replace(
+        'cli.COMMANDS["probe"]',
+        'cli.ANSWERING_COMMANDS = frozenset({"probe"})\ncli.COMMANDS["probe"]',
+    )
+    completed = run_child("-c", answering, "probe", "look")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    body, end = (json.loads(line) for line in completed.stdout.strip().splitlines()[-2:])
+    assert body["while_loading"] is False
+    assert body["in_body"] is False
+    assert end == {"after_main_frozen": True, "after_main": True}  # as it was before main
+
+
+def test_the_answering_commands_are_ones_that_end() -> None:
+    # Never one that serves, supervises, waits for a reply or replays without bound.
+    long_running = {"up", "serve", "mcp", "worker", "beat", "flower", "say", "simulate"}
+    assert set(cli.COMMANDS) - long_running >= cli.ANSWERING_COMMANDS
