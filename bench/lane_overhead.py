@@ -280,6 +280,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100 if QUICK else 300)
     parser.add_argument("--profile", default=None)
     args = parser.parse_args()
+    gc.freeze()  # the libraries loaded and frozen, as a worker has them (inner_plane/startup.py)
     sizes = [int(r) for r in args.rows.split(",")]
     logs.configure(stream=open(os.devnull, "w"))  # noqa: SIM115 - silence per-signal lines
     figures: dict[str, Any] = {"runs": args.runs}
