@@ -27,6 +27,8 @@ from typer._click.core import Command, Context
 from typer._click.formatting import HelpFormatter
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
+from inner_plane.startup import collector_held
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -238,35 +240,31 @@ def main() -> None:
     # `signals show` about a third of its start. The collector is off until the command's body
     # runs (see _collecting) and what is left is frozen before the interpreter's last sweep.
     global _collector_held
-    collecting = gc.isenabled()
-    gc.disable()
-    _collector_held = True
-    try:
-        app(prog_name="inner-plane")
-    except Exception as error:
-        # Errors that name their cause (a bad setting; schema not migrated, embedded server
-        # failed or busy, the plane's Redis down) end as one line; anything else keeps its
-        # traceback. Matched by name: importing their modules (pydantic, SQLAlchemy) would
-        # cost `--help` most of its start.
-        names = {cls.__name__ for cls in type(error).__mro__}
-        if "ConfigError" in names:
-            sys.stderr.write(f"inner-plane: error: {error}\n")
-            sys.exit(2)
-        if names & {"SchemaError", "EmbeddedServiceError"}:
-            sys.stderr.write(f"inner-plane: error: {error}\n")
-            sys.exit(1)
-        if "OperationalError" in names:  # psycopg's, or SQLAlchemy's wrapping it
-            cause = getattr(error, "orig", None) or error
-            said = str(cause).strip()
-            first = said.splitlines()[0][:300] if said else type(cause).__name__
-            sys.stderr.write(
-                f"inner-plane: error: the journal database: {first} (is the plane up? "
-                "`inner-plane status` tells; check INNER_PLANE_DATABASE_URL)\n"
-            )
-            sys.exit(1)
-        raise
-    finally:
-        _collector_held = False
-        gc.freeze()
-        if collecting:  # as it was (main may run inside a longer-lived process)
-            gc.enable()
+    with collector_held():  # frozen and given back at exit, as the caller had it
+        _collector_held = True
+        try:
+            app(prog_name="inner-plane")
+        except Exception as error:
+            # Errors that name their cause (a bad setting; schema not migrated, embedded server
+            # failed or busy, the plane's Redis down) end as one line; anything else keeps its
+            # traceback. Matched by name: importing their modules (pydantic, SQLAlchemy) would
+            # cost `--help` most of its start.
+            names = {cls.__name__ for cls in type(error).__mro__}
+            if "ConfigError" in names:
+                sys.stderr.write(f"inner-plane: error: {error}\n")
+                sys.exit(2)
+            if names & {"SchemaError", "EmbeddedServiceError"}:
+                sys.stderr.write(f"inner-plane: error: {error}\n")
+                sys.exit(1)
+            if "OperationalError" in names:  # psycopg's, or SQLAlchemy's wrapping it
+                cause = getattr(error, "orig", None) or error
+                said = str(cause).strip()
+                first = said.splitlines()[0][:300] if said else type(cause).__name__
+                sys.stderr.write(
+                    f"inner-plane: error: the journal database: {first} (is the plane up? "
+                    "`inner-plane status` tells; check INNER_PLANE_DATABASE_URL)\n"
+                )
+                sys.exit(1)
+            raise
+        finally:
+            _collector_held = False

@@ -7,15 +7,15 @@ loaded by then); the collector comes back, with what loading left frozen, once c
 
 from __future__ import annotations
 
-import gc
+from contextlib import ExitStack
 
-_COLLECTING = gc.isenabled()
-gc.disable()
+from inner_plane.startup import collector_held
+
+_held = ExitStack()
+_held.enter_context(collector_held())
 
 
 def give_back() -> None:
     """The collector on again, with what loading left frozen (the root conftest calls it once
     collection ends; later calls do nothing)."""
-    if _COLLECTING and not gc.isenabled():
-        gc.freeze()
-        gc.enable()
+    _held.close()
