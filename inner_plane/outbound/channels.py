@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
-from typing import Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Protocol
 
 from inner_plane.config import Settings
+
+if TYPE_CHECKING:
+    import httpx
 
 SIGNATURE_HEADER = "X-Inner-Plane-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -148,6 +149,8 @@ class WebhookChannel:
             SIGNATURE_HEADER: sign(self.secret, body),
             IDEMPOTENCY_HEADER: message.idempotency_key,
         }
+        import httpx  # loaded on the first send, not by every process that imports channels
+
         last = "no attempt"
         with httpx.Client(timeout=self.timeout, transport=self.transport) as client:
             for attempt in range(self.attempts):

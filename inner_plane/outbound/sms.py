@@ -21,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from inner_plane.config import Settings
+
+if TYPE_CHECKING:
+    import httpx
 from inner_plane.outbound.channels import Channel, ChannelError, Message, UnreachableChannel
 
 # GSM 03.38: the basic character set, and the extension table (each costs two septets).
@@ -121,6 +122,8 @@ class TwilioMessages:
         self.transport = transport
 
     def _client(self) -> httpx.Client:
+        import httpx  # loaded on the first send, not by every worker that imports the channel
+
         return httpx.Client(timeout=self.timeout, transport=self.transport, auth=self.auth)
 
     def send(self, to: str, body: str, *, sent_since: datetime | None = None) -> Sent:
@@ -155,6 +158,8 @@ class TwilioMessages:
         return None
 
     def _with_retries(self, call: Callable[[], httpx.Response]) -> httpx.Response:
+        import httpx
+
         last = "no attempt"
         for attempt in range(self.attempts):
             try:
