@@ -141,10 +141,15 @@ class DeltaRelay:
         self.channels: dict[str, _Channel] = {}
         self._changed = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
+        # Set by close(): a stream that ends after it (a server shutting down) must not have the
+        # pub/sub connect again to unsubscribe, leaving a connection nothing closes.
+        self.closed = False
 
     async def subscribe(self, delegate_id: str, queue: Outbox) -> None:
         channel = redis_keys.conversation_deltas(delegate_id)
         entry = self.channels.get(channel)
+        if self.closed:
+            return  # shutting down: the durable messages still come, the deltas do not
         if entry is None:
             entry = self.channels[channel] = _Channel()
             try:
@@ -164,6 +169,8 @@ class DeltaRelay:
         entry.queues.discard(queue)
         if not entry.queues:
             del self.channels[channel]
+            if self.closed:
+                return
             with contextlib.suppress(redis.RedisError):
                 await self.pubsub.unsubscribe(channel)
 
@@ -209,6 +216,7 @@ class DeltaRelay:
                 await self.pubsub.subscribe(*self.channels)
 
     async def close(self) -> None:
+        self.closed = True
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(BaseException):
