@@ -146,10 +146,10 @@ class DeltaRelay:
         self.closed = False
 
     async def subscribe(self, delegate_id: str, queue: Outbox) -> None:
-        channel = redis_keys.conversation_deltas(delegate_id)
-        entry = self.channels.get(channel)
         if self.closed:
             return  # shutting down: the durable messages still come, the deltas do not
+        channel = redis_keys.conversation_deltas(delegate_id)
+        entry = self.channels.get(channel)
         if entry is None:
             entry = self.channels[channel] = _Channel()
             try:

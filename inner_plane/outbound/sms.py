@@ -24,10 +24,10 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from inner_plane.config import Settings
+from inner_plane.outbound.channels import Channel, ChannelError, Message, UnreachableChannel
 
 if TYPE_CHECKING:
     import httpx
-from inner_plane.outbound.channels import Channel, ChannelError, Message, UnreachableChannel
 
 # GSM 03.38: the basic character set, and the extension table (each costs two septets).
 GSM_BASIC = frozenset(
