@@ -25,6 +25,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute
 
 from inner_plane.config import load_settings
@@ -265,9 +266,9 @@ def create_app(
     app.state.live_feeds = feeds
     # Refused parameters: the declared error body (guards), after the credential check on the
     # operator API (http/validation).
-    app.add_exception_handler(
-        RequestValidationError, validation.handler(gate, guards.handle_validation_error)
-    )
+    refused = validation.handler(gate, guards.handle_validation_error)
+    app.add_exception_handler(RequestValidationError, refused)
+    app.add_exception_handler(HTTPException, validation.undecodable_body(refused))
 
     @app.get("/livez", include_in_schema=False)
     def livez() -> Response:

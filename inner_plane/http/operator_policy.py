@@ -64,9 +64,12 @@ async def capped_body(request: Request) -> bytes:
 def parsed(raw: bytes, model: type[Body]) -> Body:
     """The JSON body as ``model`` (after the credential check), or 422 naming the field."""
     try:
-        return model.model_validate(json.loads(raw))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        # (Not UTF-8 is a ValueError; nesting past the recursion limit a RecursionError.)
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
         raise errors.invalid("body", "not a JSON object") from None
+    try:
+        return model.model_validate(document)
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "body"

@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
 from inner_plane.http.operator_auth import OperatorGate
 from inner_plane.sources.errors import ApiError, AsciiJSONResponse
@@ -34,5 +37,25 @@ def handler(gate: OperatorGate, refuse: Handler) -> Handler:
             except ApiError as refused:
                 return refused.response()
         return await refuse(request, error)
+
+    return handle
+
+
+def undecodable_body(validation: Handler) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """The app's HTTPException handler. FastAPI answers a JSON body it cannot decode at all (not
+    UTF-8, or nested deeper than Python's recursion limit) with a 400 of its own, one no route
+    declares; it is a refused body like any other: 422 naming ``body``, through ``validation``
+    (so the operator credential still comes first). Every other HTTPException as FastAPI's."""
+
+    async def handle(request: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        cause = error.__cause__
+        if error.status_code == 400 and isinstance(cause, ValueError | RecursionError):
+            reason = "must be UTF-8" if isinstance(cause, UnicodeError) else "is nested too deeply"
+            refused = RequestValidationError(
+                [{"type": "json_invalid", "loc": ("body",), "msg": reason, "input": {}}]
+            )
+            return await validation(request, refused)
+        return await http_exception_handler(request, error)
 
     return handle

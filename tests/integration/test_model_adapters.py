@@ -354,9 +354,11 @@ def test_a_retry_after_past_the_budget_fails_clearly_with_the_work_so_far(
 def test_slow_and_stalled_streams(runtime: Runtime, server: ModelServer) -> None:
     context, signal_id = _context(runtime)
     _scripts(server, signal_id)
-    # A trickling stream completes; one silent past the call timeout is retried.
-    server.faults = [slow(event_delay_s=0.02), slow(stall_s=3)]
-    result = _agent(runtime, server, openai_timeout_s=0.5).run(
+    # A trickling stream completes; one silent past the call timeout is retried. (The timeout
+    # bounds each read: 2 s, not less, so that a loaded machine starving the stand-in between two
+    # trickled events does not time out the first stream too.)
+    server.faults = [slow(event_delay_s=0.02), slow(stall_s=6)]
+    result = _agent(runtime, server, openai_timeout_s=2.0).run(
         context, PreemptibleGuard(context.activation.id)
     )
     assert result.reply == "done" and result.settlements[signal_id]
