@@ -9,20 +9,18 @@ any request (``inner-plane serve --workers N``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import Context
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-from mcp.server.transport_security import TransportSecuritySettings
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from inner_plane import logs
 from inner_plane.journal.processors import Processor
-from inner_plane.mcp_adapter.tools import build_server
 from inner_plane.runtime import Runtime
 from inner_plane.sources.errors import ApiError, unauthorized
 from inner_plane.sources.intake import (
@@ -33,6 +31,9 @@ from inner_plane.sources.intake import (
     read_body,
 )
 from inner_plane.sources.streams import process_slots
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
 
 PATH = "/mcp"
 SCOPE_KEY = "inner_plane.processor"
@@ -95,6 +96,62 @@ class _Authenticated:
             slots.release(f"processor:{processor.name}")
 
 
+Built = tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]
+
+
+class _OnFirstRequest:
+    """The MCP server, built on the first authenticated ``/mcp`` request instead of at start:
+    the MCP SDK is about half a second of CPU to import, in every API process (each `serve`
+    worker, every `up`), and many never see an MCP request. Once built, its session manager
+    runs until the app's lifespan ends: the lifespan holds a task that waits for the first
+    request, builds the server (in a thread, off the event loop), and runs it."""
+
+    def __init__(self, build: Callable[[], Built]) -> None:
+        self.build = build
+        self.inner: ASGIApp | None = None
+        self.wanted: anyio.Event | None = None
+        self.ready: anyio.Event | None = None
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        self.wanted, self.ready = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._run_when_wanted, self.wanted, self.ready)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+                self.inner = self.wanted = self.ready = None
+
+    async def _run_when_wanted(self, wanted: anyio.Event, ready: anyio.Event) -> None:
+        await wanted.wait()
+        try:
+            inner, run = await anyio.to_thread.run_sync(self.build)
+            async with run():
+                self.inner = inner
+                ready.set()
+                await anyio.sleep_forever()
+        except Exception as error:
+            # Not raised into the lifespan's task group, which would end the whole app: /mcp
+            # answers 503 and the rest of the API goes on.
+            self.inner = None
+            logs.emit("mcp_unavailable", error=type(error).__name__, reason=str(error)[:200])
+        finally:
+            ready.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.inner is None:
+            if self.wanted is None or self.ready is None:
+                raise RuntimeError("/mcp is served only while the app's lifespan runs")
+            self.wanted.set()
+            await self.ready.wait()
+        if self.inner is None:
+            unavailable = ApiError(503, "unavailable", "the MCP server could not start")
+            await unavailable.response()(scope, receive, send)
+            return
+        await self.inner(scope, receive, send)
+
+
 def build_route(
     runtime_factory: Callable[[], Runtime], max_body: int
 ) -> tuple[Route, Callable[[], AbstractAsyncContextManager[None]]]:
@@ -107,17 +164,26 @@ def build_route(
             raise unauthorized()
         return runtime_factory(), processor
 
-    server = build_server(resolve)
-    # DNS-rebinding protection guards servers that trust ambient (browser) credentials; every
-    # request here carries its own bearer token or signature, and the API may sit behind any
-    # host name, so the Host check is off.
-    server.streamable_http_app(
-        streamable_http_path=PATH,
-        stateless_http=True,
-        json_response=True,
-        max_request_body_size=max_body,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    asgi = _Authenticated(StreamableHTTPASGIApp(server.session_manager), runtime_factory, max_body)
+    def build() -> Built:
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from inner_plane.mcp_adapter.tools import build_server
+
+        server = build_server(resolve)
+        # DNS-rebinding protection guards servers that trust ambient (browser) credentials;
+        # every request here carries its own bearer token or signature, and the API may sit
+        # behind any host name, so the Host check is off.
+        server.streamable_http_app(
+            streamable_http_path=PATH,
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=max_body,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        return StreamableHTTPASGIApp(server.session_manager), server.session_manager.run
+
+    served = _OnFirstRequest(build)
+    asgi = _Authenticated(served, runtime_factory, max_body)
     route = Route(PATH, endpoint=asgi, include_in_schema=False)
-    return route, server.session_manager.run
+    return route, served.lifespan

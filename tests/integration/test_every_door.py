@@ -630,3 +630,31 @@ def test_a_json_body_that_cannot_be_decoded_is_a_declared_422_on_every_route(
                             assert answer.status_code == 401, where
                     tried += 1
     assert tried >= 20
+
+
+def test_mcp_is_built_by_its_first_request_and_a_build_that_fails_is_a_503_alone(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, context_log: ContextLog
+) -> None:
+    """The MCP server is built on the first authenticated /mcp request (not at start); if that
+    fails, /mcp answers 503 and is logged, and the rest of the API goes on."""
+    from inner_plane.mcp_adapter import tools
+
+    _, token = processors.add(runtime, "ci")
+    built: list[bool] = []
+
+    def broken(*_: Any) -> Any:
+        built.append(True)
+        raise RuntimeError("no MCP today")
+
+    monkeypatch.setattr(tools, "build_server", broken)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {**bearer(token), "Accept": "application/json, text/event-stream"}
+    with TestClient(build(runtime), raise_server_exceptions=False) as client:
+        assert client.post("/mcp", json=call).status_code == 401
+        assert built == []  # an unauthenticated request builds nothing
+        for _ in range(2):
+            answer = client.post("/mcp", json=call, headers=headers)
+            assert answer.status_code == 503 and answer.json()["error"] == "unavailable"
+        assert built == [True]
+        assert client.get("/healthz").status_code == 200
+    assert [line for line in context_log.lines("mcp_unavailable") if "no MCP today" in line]

@@ -69,12 +69,16 @@ PROBE = """
 import gc, json, sys
 for module in ("workers", "inner_plane.asgi"):
     __import__(module)
+    if module == "inner_plane.asgi":
+        sys.modules[module].create_app()  # what each `serve` process builds
     loaded = sorted({name.split(".")[0] for name in sys.modules})
     print(json.dumps([module, gc.isenabled(), gc.get_freeze_count(), loaded]))
 """
 # What a worker needs only once it sends to the outside or serves: loaded then, not at every
 # start (httpx alone, with the command-line tools it loads, was about 50 ms of each start).
 NOT_AT_WORKER_START = {"httpx", "rich", "pygments", "openai", "fastapi", "starlette", "uvicorn"}
+# The MCP SDK (about half a second of CPU) is loaded by an API process's first MCP request.
+NOT_AT_SERVER_START = {"mcp", "mcp_types"}
 
 
 def test_the_app_modules_load_held_and_leave_the_collector_on() -> None:
@@ -93,6 +97,7 @@ def test_the_app_modules_load_held_and_leave_the_collector_on() -> None:
     assert worker_state[0] is True and worker_state[1] > 100_000  # the libraries, frozen
     assert set(worker_state[2]) & NOT_AT_WORKER_START == set()
     assert asgi_state[0] is True and asgi_state[1] > worker_state[1]  # and the API's after them
+    assert set(asgi_state[2]) & NOT_AT_SERVER_START == set()
 
 
 def test_this_pytest_process_collects_again_after_loading() -> None:
