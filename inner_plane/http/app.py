@@ -414,7 +414,18 @@ def create_app(
                     "the sorted form parameters, keyed by the auth token); docs/channels.md",
                 },
             }
+            too_large = {
+                "description": f"Body over the limit ({max_body_bytes} bytes for any request; "
+                "less where the route says)",
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+                },
+            }
             for path, operations in schema["paths"].items():
+                for method, operation in operations.items():
+                    # The body guard (guards.py) refuses any request's body over the limit.
+                    if method in ("post", "put", "patch"):
+                        operation.setdefault("responses", {}).setdefault("413", too_large)
                 if path.startswith("/v1/"):
                     for operation in operations.values():
                         if "channels" in operation.get("tags", []):

@@ -545,6 +545,11 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(
             content=b"x" * 10,
         )
         assert answer.status_code == 413, path
+    # ... and every operation that takes a body declares that answer (schemathesis checks it).
+    document = client.get("/openapi.json").json()
+    for path, operations in document["paths"].items():
+        for method in set(operations) & {"post", "put", "patch"}:
+            assert "413" in operations[method]["responses"], (method, path)
 
 
 # --- 9. mail and SMS (issue 24) ----------------------------------------------------------------
