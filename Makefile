@@ -9,14 +9,14 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is required" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# uv installs the same packages from the same index as pip would, in seconds where pip's
-	# resolver and installer take about a minute of CPU; pip is the fallback where uv cannot be
-	# had. Neither compiles: compileall does that on every core.
+	# uv installs the same packages from the same index as pip would, and compiles them, in
+	# seconds where pip's resolver and installer take about a minute of CPU. pip is the fallback
+	# where uv cannot be had; pip compiles one file at a time, so compileall does it on every core.
 	{ $(BIN)/python -m pip install --quiet uv \
-	  && $(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev]'; } \
-	  || $(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
-	$(BIN)/python -m compileall -q -j 0 \
-		"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+	  && $(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -e '.[dev]'; } \
+	  || { $(BIN)/python -m pip install --quiet --no-compile -e '.[dev]' \
+	    && $(BIN)/python -m compileall -q -j 0 \
+		"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"; }
 	touch $(STAMP)
 
 install: $(STAMP) bytecode

@@ -10,7 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown
+from celery.signals import (
+    celeryd_after_setup,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+)
 
 from beat_schedule import celery_beat_schedule
 from inner_plane import celery_bridge as names
@@ -115,6 +120,15 @@ def follow_policy(**_kwargs: Any) -> None:
         policy_source(get_runtime()).listen()
     except Exception as error:  # the journal is down: the poll on use catches up later
         logs.emit("policy_listen_failed", reason=str(error)[:200])
+
+
+@celeryd_after_setup.connect
+def preload_the_lane(instance: Any, **_kwargs: Any) -> None:
+    """The lane (its agent, composer and tools: about 80 ms of CPU) loaded once in the main
+    process, before the pool forks, by a worker that consumes the activation queue; importing
+    the app leaves it out, so no other process loads it (celeryd_after_setup: after -Q)."""
+    if names.ACTIVATION_QUEUE in instance.app.amqp.queues.consume_from:
+        import inner_plane.wiring  # noqa: F401
 
 
 @worker_init.connect

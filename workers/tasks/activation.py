@@ -12,7 +12,6 @@ from inner_plane.lane.sweeper import sweep
 from inner_plane.lane.user_turns import ensure_user_turn, wake_for_user_turn
 from inner_plane.runtime import get_runtime
 from inner_plane.signals.model import IDENTIFIER_RE, SignalError
-from inner_plane.wiring import run_lane
 from workers.tasks.signals import RETRY, leaving_receipts
 
 
@@ -28,6 +27,10 @@ def _delegate(value: object) -> str:
 # recovered by the next holder.
 @shared_task(name=names.ACTIVATE_TASK, acks_late=True, **RETRY)
 def activate(delegate_id: str) -> None:
+    # Loaded by a worker that consumes `activation` before its pool forks (workers.app); no other
+    # process (the signals, user-turn and periodic workers, beat, Flower) loads the lane.
+    from inner_plane.wiring import run_lane
+
     run_lane(get_runtime(), _delegate(delegate_id), reason="wake")
 
 
