@@ -7,6 +7,7 @@ URL is set."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from celery import Celery
@@ -122,13 +123,23 @@ def follow_policy(**_kwargs: Any) -> None:
         logs.emit("policy_listen_failed", reason=str(error)[:200])
 
 
+# What a worker loads once in its main process, before the pool forks, by the queues it consumes:
+# importing the app leaves these out (their tasks import them when they run), so no other process
+# loads them. The lane (agent, composer, tools) was about 0.2 s of CPU of every start.
+PRELOADED_BY_QUEUE = {
+    names.ACTIVATION_QUEUE: ("inner_plane.wiring",),
+    names.PERIODIC_QUEUE: ("inner_plane.channels.imap", "inner_plane.channels.replies"),
+}
+
+
 @celeryd_after_setup.connect
-def preload_the_lane(instance: Any, **_kwargs: Any) -> None:
-    """The lane (its agent, composer and tools: about 80 ms of CPU) loaded once in the main
-    process, before the pool forks, by a worker that consumes the activation queue; importing
-    the app leaves it out, so no other process loads it (celeryd_after_setup: after -Q)."""
-    if names.ACTIVATION_QUEUE in instance.app.amqp.queues.consume_from:
-        import inner_plane.wiring  # noqa: F401
+def preload_for_queues(instance: Any, **_kwargs: Any) -> None:
+    """Sent after -Q is applied, before the pool starts."""
+    consumed = instance.app.amqp.queues.consume_from
+    for queue, modules in PRELOADED_BY_QUEUE.items():
+        if queue in consumed:
+            for module in modules:
+                importlib.import_module(module)
 
 
 @worker_init.connect

@@ -72,8 +72,9 @@ for module in ("workers", "inner_plane.asgi"):
     if module == "inner_plane.asgi":
         sys.modules[module].create_app()  # what each `serve` process builds
     loaded = sorted({name.split(".")[0] for name in sys.modules})
-    lane = "inner_plane.wiring" in sys.modules
-    print(json.dumps([module, gc.isenabled(), gc.get_freeze_count(), loaded, lane]))
+    preloaded = sys.modules["workers.app"].PRELOADED_BY_QUEUE.values()
+    by_queue = sorted(name for names in preloaded for name in names if name in sys.modules)
+    print(json.dumps([module, gc.isenabled(), gc.get_freeze_count(), loaded, by_queue]))
 """
 # What a worker needs only once it sends to the outside or serves: loaded then, not at every
 # start (httpx alone, with the command-line tools it loads, was about 50 ms of each start).
@@ -97,8 +98,8 @@ def test_the_app_modules_load_held_and_leave_the_collector_on() -> None:
     assert (workers, asgi) == ("workers", "inner_plane.asgi")
     assert worker_state[0] is True and worker_state[1] > 100_000  # the libraries, frozen
     assert set(worker_state[2]) & NOT_AT_WORKER_START == set()
-    # The lane (agent, composer, tools) only in a worker consuming `activation` (workers.app).
-    assert worker_state[3] is False
+    # The lane and the channels only in a worker consuming their queue (workers.app).
+    assert worker_state[3] == []
     assert asgi_state[0] is True and asgi_state[1] > worker_state[1]  # and the API's after them
     assert set(asgi_state[2]) & NOT_AT_SERVER_START == set()
 
