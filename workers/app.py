@@ -123,32 +123,27 @@ def follow_policy(**_kwargs: Any) -> None:
         logs.emit("policy_listen_failed", reason=str(error)[:200])
 
 
-# What a worker loads once in its main process, before the pool forks, by the queues it consumes:
-# importing the app leaves these out (their tasks import them when they run), so no other process
-# loads them. The lane (agent, composer, tools) was about 0.2 s of CPU of every start.
-PRELOADED_BY_QUEUE = {
-    names.ACTIVATION_QUEUE: ("inner_plane.wiring",),
-    names.PERIODIC_QUEUE: ("inner_plane.channels.imap", "inner_plane.channels.replies"),
-}
+def preloaded_by_queue(agent: str) -> dict[str, tuple[str, ...]]:
+    """What a worker loads once in its main process, before the pool forks, by the queues it
+    consumes. Importing the app leaves these out (their tasks import them when they run), so no
+    other process loads them: the lane (agent, composer, tools: about 0.2 s of CPU of a start)
+    and the model SDK it calls (about a third of a start) only where activations run, the mail
+    and SMS channels only where `periodic` runs."""
+    model_sdk = ("openai",) if agent == "openai" else ()
+    return {
+        names.ACTIVATION_QUEUE: ("inner_plane.wiring", *model_sdk),
+        names.PERIODIC_QUEUE: ("inner_plane.channels.imap", "inner_plane.channels.replies"),
+    }
 
 
 @celeryd_after_setup.connect
 def preload_for_queues(instance: Any, **_kwargs: Any) -> None:
     """Sent after -Q is applied, before the pool starts."""
     consumed = instance.app.amqp.queues.consume_from
-    for queue, modules in PRELOADED_BY_QUEUE.items():
+    for queue, modules in preloaded_by_queue(load_settings().agent).items():
         if queue in consumed:
             for module in modules:
                 importlib.import_module(module)
-
-
-@worker_init.connect
-def preload_model_sdk(**_kwargs: Any) -> None:
-    """The model SDK loaded once in the main process, before the pool forks, when the agent
-    calls a model: importing the app leaves it out (about a third of a worker's start), so a
-    process that never calls one (beat, a worker under the dry-run agent) never loads it."""
-    if load_settings().agent == "openai":
-        import openai  # noqa: F401
 
 
 @worker_init.connect

@@ -41,6 +41,13 @@ def handler(gate: OperatorGate, refuse: Handler) -> Handler:
     return handle
 
 
+# Why json.loads could not read a body at all (a syntax error is FastAPI's own 422 already).
+_UNDECODABLE: dict[type[BaseException], str] = {
+    UnicodeDecodeError: "must be UTF-8",
+    RecursionError: "is nested too deeply",
+}
+
+
 def undecodable_body(validation: Handler) -> Callable[[Request, Exception], Awaitable[Response]]:
     """The app's HTTPException handler. FastAPI answers a JSON body it cannot decode at all (not
     UTF-8, or nested deeper than Python's recursion limit) with a 400 of its own, one no route
@@ -50,8 +57,8 @@ def undecodable_body(validation: Handler) -> Callable[[Request, Exception], Awai
     async def handle(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
         cause = error.__cause__
-        if error.status_code == 400 and isinstance(cause, ValueError | RecursionError):
-            reason = "must be UTF-8" if isinstance(cause, UnicodeError) else "is nested too deeply"
+        reason = None if cause is None else _UNDECODABLE.get(type(cause))
+        if error.status_code == 400 and reason is not None:
             refused = RequestValidationError(
                 [{"type": "json_invalid", "loc": ("body",), "msg": reason, "input": {}}]
             )

@@ -72,7 +72,7 @@ for module in ("workers", "inner_plane.asgi"):
     if module == "inner_plane.asgi":
         sys.modules[module].create_app()  # what each `serve` process builds
     loaded = sorted({name.split(".")[0] for name in sys.modules})
-    preloaded = sys.modules["workers.app"].PRELOADED_BY_QUEUE.values()
+    preloaded = sys.modules["workers.app"].preloaded_by_queue("openai").values()
     by_queue = sorted(name for names in preloaded for name in names if name in sys.modules)
     print(json.dumps([module, gc.isenabled(), gc.get_freeze_count(), loaded, by_queue]))
 """
