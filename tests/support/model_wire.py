@@ -82,6 +82,8 @@ class Served:
     closed_by_client_at: float | None = None  # the client closed the stream before its end
     completed: bool = False  # every event was written
     reply: Any = None  # the scripted reply it was answered with, if any
+    # The connection of a stream being written (or stalled on): None once the stream ended.
+    streaming_on: socket.socket | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -90,6 +92,15 @@ class _Exchange:
     fault: Fault | None
     stream: bool
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def _closed_by_peer(connection: socket.socket) -> bool:
+    """Whether the other end has closed ``connection`` (without waiting or reading)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 class ModelServer:
@@ -196,7 +207,23 @@ class ModelServer:
 
     def _note(self, served: Served) -> None:
         with self._changed:
+            served.streaming_on = None
             self._changed.notify_all()
+
+    def _await_abandoned_streams(self, timeout: float = 5.0) -> None:
+        """Before this request takes a reply from the script: a stream whose client has already
+        closed it is let end first, so the reply it did not deliver is back in the script. A
+        client retries the moment it gives up, while the thread serving the stream it gave up
+        on may not have noticed yet (under load, a retry then took the next reply instead)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while any(
+                s.streaming_on is not None and _closed_by_peer(s.streaming_on) for s in self.served
+            ):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._changed.wait(min(left, 0.05))
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
@@ -246,6 +273,7 @@ class ModelServer:
                 chars = self.input_chars(body)
                 if chars > self.max_input_chars:
                     raise self.context_too_long(chars)
+            self._await_abandoned_streams()
             if path == self.path:
                 answer, events = self.answer(body, stream)
             else:
@@ -308,6 +336,8 @@ class ModelServer:
         handler.end_headers()
         handler.wfile.flush()
         connection: socket.socket = handler.connection
+        with self._lock:
+            served.streaming_on = connection
         delay = self.event_delay_s if fault is None else fault.event_delay_s
         stall = 0.0 if fault is None else fault.stall_s
         try:
