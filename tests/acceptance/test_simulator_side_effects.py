@@ -16,7 +16,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from inner_plane.agent.minimal_composer import MinimalComposer
 from inner_plane.agent.scripted import ScriptedAgent
@@ -25,7 +24,7 @@ from inner_plane.lane.runner import Lane
 from inner_plane.lane.user_turns import user_turn
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
-from tests.support.stores import ROOT, Stores
+from tests.support.stores import ROOT, Stores, journal_checksum
 
 pytestmark = pytest.mark.acceptance
 
@@ -52,28 +51,6 @@ def model_stand_in() -> Iterator[str]:
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()
-
-
-# Table names come from pg_tables.
-_CHECKSUM = (
-    "SELECT md5(coalesce(string_agg(t::text, chr(10) ORDER BY t::text), '')) FROM \"{table}\" t"
-)
-
-
-def journal_checksum(rt: Runtime) -> dict[str, str]:
-    """Every table's rows, hashed in a fixed order."""
-    with rt.engine.connect() as connection:
-        tables = (
-            connection.execute(
-                text("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
-            )
-            .scalars()
-            .all()
-        )
-        return {
-            table: str(connection.execute(text(_CHECKSUM.format(table=table))).scalar())
-            for table in sorted(tables)
-        }
 
 
 def redis_snapshot(rt: Runtime) -> dict[bytes, str]:
@@ -121,7 +98,7 @@ def test_a_simulation_has_no_side_effect(
     metrics.flush()
     for key in runtime.redis.scan_iter(count=1000):
         runtime.redis.persist(key)
-    before_journal, before_redis = journal_checksum(rt), redis_snapshot(rt)
+    before_journal, before_redis = journal_checksum(rt.engine), redis_snapshot(rt)
     assert before_redis, "the stores' Redis holds the plane's keys"
     info_before = runtime.redis.info("stats")
     env = stores.env(
@@ -146,4 +123,4 @@ def test_a_simulation_has_no_side_effect(
     assert info_after["keyspace_hits"] == info_before["keyspace_hits"]
     assert info_after["keyspace_misses"] == info_before["keyspace_misses"]
     assert redis_snapshot(rt) == before_redis
-    assert journal_checksum(rt) == before_journal
+    assert journal_checksum(rt.engine) == before_journal
