@@ -29,7 +29,7 @@ import json
 import os
 import time
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +79,33 @@ def raw_celery_start(settings: Settings, rt: Runtime, probes: int = PROBES) -> l
     return raw
 
 
-def wake_added(rt: Runtime, delegate: str, probes: int = PROBES) -> list[float]:
+@dataclass
+class WakeProbes:
+    """Per probe, in ms: the wake's added latency (publish -> activation start, minus the quiet
+    window), and its two parts: the publisher's (the signal's insert and commit, the wake window
+    and the activate sent: until ``publish`` returned) and the rest (the activate's delivery by
+    Celery after its countdown, the lane's run up to the activation row; minus the window). Both
+    clocks are this machine's: the database's ``clock_timestamp()`` and ``time.time()``."""
+
+    added: list[float] = field(default_factory=list)
+    publisher: list[float] = field(default_factory=list)
+    delivery_and_opening: list[float] = field(default_factory=list)
+
+    def figures(self, suffix: str = "") -> dict[str, Any]:
+        return {
+            f"wake_publisher_ms{suffix}": summary(self.publisher),
+            f"wake_delivery_and_opening_ms{suffix}": summary(self.delivery_and_opening),
+        }
+
+
+def wake_added(rt: Runtime, delegate: str, probes: int = PROBES) -> WakeProbes:
     """Publish -> activation start (the journal's clock), minus the quiet window, in ms."""
-    wake: list[float] = []
+    wake = WakeProbes()
     for n in range(probes):
         result = publish(
             kind="task.completed", source="probe", delegate_id=delegate, data={"n": n}, runtime=rt
         )
+        returned = time.time()
         wait_until(
             lambda r=result: (
                 (s := rt.signals.get(r.id)) is not None  # type: ignore[misc]
@@ -94,15 +114,18 @@ def wake_added(rt: Runtime, delegate: str, probes: int = PROBES) -> list[float]:
             30,
         )
         with rt.engine.connect() as connection:
-            added_ms = connection.execute(
+            created, started = connection.execute(
                 text(
-                    "SELECT extract(epoch FROM a.started_at - s.created_at) * 1000 "
+                    "SELECT extract(epoch FROM s.created_at), extract(epoch FROM a.started_at) "
                     "FROM signals s JOIN activations a ON a.id = s.claimed_by "
                     "WHERE s.id = :id"
                 ),
                 {"id": result.id},
-            ).scalar_one()
-        wake.append(float(added_ms) - QUIET_MS)
+            ).one()
+        created_s, started_s = float(created), float(started)
+        wake.added.append((started_s - created_s) * 1000 - QUIET_MS)
+        wake.publisher.append((returned - created_s) * 1000)
+        wake.delivery_and_opening.append((started_s - returned) * 1000 - QUIET_MS)
         time.sleep(0.01)
     return wake
 
@@ -147,19 +170,22 @@ def wake_over_network(
                 # Warm both workers' connections (through the proxy), as the run above does.
                 raw_celery_start(proxied, rt, probes=4)
                 wake_added(rt, f"warm-{key}", probes=4)
-                raw, wake = raw_celery_start(proxied, rt), wake_added(rt, f"lat-{key}")
+                raw, probes = raw_celery_start(proxied, rt), wake_added(rt, f"lat-{key}")
             finally:
                 for worker in workers:
                     worker.stop()
                 rt.engine.dispose()
-        raw_s, wake_s = summary(raw), summary(wake)
+        raw_s, wake_s = summary(raw), summary(probes.added)
+        figures.update(probes.figures(f"_{key}"))
         figures[f"raw_celery_start_ms_{key}"] = raw_s
         figures[f"raw_celery_p99_ms_{key}"] = raw_s["p99"]
         figures[f"wake_added_ms_{key}"] = wake_s
         figures[f"wake_added_p99_vs_celery_p99_{key}"] = ratio(wake_s["p99"], raw_s["p99"])
         print(
             f"{delay} ms added one way: raw Celery {raw_s}, wake added {wake_s}, ratio p99 "
-            f"{figures[f'wake_added_p99_vs_celery_p99_{key}']}"
+            f"{figures[f'wake_added_p99_vs_celery_p99_{key}']}; the publisher's part "
+            f"{figures[f'wake_publisher_ms_{key}']}, delivery and opening "
+            f"{figures[f'wake_delivery_and_opening_ms_{key}']}"
         )
     return figures
 
@@ -211,7 +237,7 @@ def benchmark(stores: Stores) -> None:
 
         # 1. raw Celery enqueue -> start; 1b. wake latency: publish -> activation start.
         raw = raw_celery_start(settings, rt)
-        wake = wake_added(rt, "lat")
+        probes = wake_added(rt, "lat")
 
         # 3. activations per second across many delegates, two worker processes.
         drafts = [
@@ -258,13 +284,14 @@ def benchmark(stores: Stores) -> None:
     overhead, costs = lane_overhead.measure(rt, OVERHEAD_RUNS)
     traced = lane_overhead.tracing_overhead(rt, OVERHEAD_RUNS)
 
-    raw_s, wake_s, over_s = summary(raw), summary(wake), summary(overhead)
+    raw_s, wake_s, over_s = summary(raw), summary(probes.added), summary(overhead)
     figures = {
         "batch_quiet_ms": QUIET_MS,
         "raw_celery_start_ms": raw_s,
         "raw_celery_p99_ms": raw_s["p99"],
         "wake_added_ms": wake_s,
         "wake_added_p99_vs_celery_p99": ratio(wake_s["p99"], raw_s["p99"]),
+        **probes.figures(),
         "journal_rows_for_overhead": PRELOAD + OVERHEAD_RUNS,
         "overhead_ms": over_s,
         "overhead_p99_ms": over_s["p99"],
@@ -278,6 +305,11 @@ def benchmark(stores: Stores) -> None:
     print(f"raw Celery enqueue->start ms: {raw_s}")
     print(f"wake publish->agent start minus {QUIET_MS} ms window: {wake_s}")
     print(f"  ratio p99 added wake / raw Celery: {figures['wake_added_p99_vs_celery_p99']}")
+    print(
+        f"  of which the publisher's (insert, commit, wake window, activate sent): "
+        f"{figures['wake_publisher_ms']}; the activate's delivery and the lane up to the "
+        f"activation row, minus the window: {figures['wake_delivery_and_opening_ms']}"
+    )
     print(f"overhead per activation (no agent), {PRELOAD} rows in journal: {over_s}; {costs}")
     print(f"tracing on / off, overhead p50: {traced['otel_overhead_ratio']} (target <= 1.1)")
     print(

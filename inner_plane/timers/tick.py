@@ -354,39 +354,41 @@ def tick(runtime: Runtime | None = None, now: datetime | None = None) -> TickRep
     report = TickReport(ran=True, now=now)
     run = _Run(runtime, now, report)
 
-    source = static_timers(timers_file(settings))
-    specs, reread = source.get()
-    if reread and source.error is not None:
-        logs.emit("timers_file_invalid", source=SOURCE, reason=str(source.error))
-    by_name = {spec.name: _static(spec) for spec in specs}
-    states = run.journal.static_states(sorted(by_name))
-    report.static_timers = len(states)
-    run.handle(
-        [
-            (
-                by_name[state["name"]],
-                state["last_moment"],
-                state["last_moment"] or state["first_seen_at"],
-            )
-            for state in states
-        ]
-    )
-
-    # A batch's timers leave the due set once handled (their next moment is after now), so each
-    # round reads new ones; MAX_ROUNDS bounds a tick facing a backlog, the rest wait a tick.
-    batch = settings.timers_batch
-    for _ in range(MAX_ROUNDS):
-        rows = run.journal.due(now, batch)
-        report.dynamic_timers += len(rows)
+    # One connection for the tick's statements (each its own autocommit statement).
+    with run.journal.held():
+        source = static_timers(timers_file(settings))
+        specs, reread = source.get()
+        if reread and source.error is not None:
+            logs.emit("timers_file_invalid", source=SOURCE, reason=str(source.error))
+        by_name = {spec.name: _static(spec) for spec in specs}
+        states = run.journal.static_states(sorted(by_name))
+        report.static_timers = len(states)
         run.handle(
             [
-                (_dynamic(row), row["last_moment"], row["last_moment"] or row["created_at"])
-                for row in rows
-            ],
-            dynamic=True,
+                (
+                    by_name[state["name"]],
+                    state["last_moment"],
+                    state["last_moment"] or state["first_seen_at"],
+                )
+                for state in states
+            ]
         )
-        if len(rows) < batch:
-            break
-    else:
-        logs.emit("timers_backlog", source=SOURCE, rounds=MAX_ROUNDS, batch=batch)
+
+        # A batch's timers leave the due set once handled (their next moment is after now), so
+        # each round reads new ones; MAX_ROUNDS bounds a tick facing a backlog, the rest wait.
+        batch = settings.timers_batch
+        for _ in range(MAX_ROUNDS):
+            rows = run.journal.due(now, batch)
+            report.dynamic_timers += len(rows)
+            run.handle(
+                [
+                    (_dynamic(row), row["last_moment"], row["last_moment"] or row["created_at"])
+                    for row in rows
+                ],
+                dynamic=True,
+            )
+            if len(rows) < batch:
+                break
+        else:
+            logs.emit("timers_backlog", source=SOURCE, rounds=MAX_ROUNDS, batch=batch)
     return report

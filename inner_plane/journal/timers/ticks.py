@@ -14,7 +14,8 @@ no transaction held open while the tick decides.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, cast
@@ -23,6 +24,7 @@ from pydantic_core import to_json
 from sqlalchemy import (
     Boolean,
     ColumnElement,
+    Connection,
     DateTime,
     Engine,
     Select,
@@ -166,18 +168,36 @@ _DUE = (
     .order_by(TIMERS.c.next_due)
     .limit(bindparam("limit"))
 )
+_DUE_FORM = DriverForm(_DUE)
 
 
 class TickJournal:
-    """The tick's statements, each in autocommit: one round trip, atomic, nothing held open."""
+    """The tick's statements, each in autocommit: one round trip, atomic, nothing held open.
+    Inside :meth:`held` they share one connection: one pool checkout per tick, not one per
+    statement."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._held: Connection | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """One connection for the statements made inside (each still its own transaction)."""
+        with single_statement(self.engine) as connection:
+            self._held = connection
+            try:
+                yield
+            finally:
+                self._held = None
+
+    def _connection(self) -> AbstractContextManager[Connection]:
+        held = self._held
+        return single_statement(self.engine) if held is None else nullcontext(held)
 
     def due(self, now: datetime, limit: int) -> list[DueTimer]:
         """Up to ``limit`` due dynamic timers, earliest first (the rule: ``timers.due_now``)."""
-        with single_statement(self.engine) as connection:
-            found = connection.execute(_DUE, {"now": now, "limit": limit})
+        with self._connection() as connection:
+            found = _DUE_FORM.execute(connection, {"now": now, "limit": limit})
             # The driver's rows as they are: none of these columns has a result processor on
             # psycopg, and building a Row per timer costs more than the row's own loading.
             rows = found.cursor.fetchall()
@@ -202,7 +222,7 @@ class TickJournal:
             select(*STATIC.c).where(STATIC.c.name.in_(list(names))),
             select(*added.c),
         )
-        with single_statement(self.engine) as connection:
+        with self._connection() as connection:
             return [typed_row(StaticTimerState, row) for row in connection.execute(query)]
 
     def advance(
@@ -223,7 +243,7 @@ class TickJournal:
             "keys": [u.key for u in updates],
         }
         statement = _ADVANCE_STATIC if static else _ADVANCE_DYNAMIC
-        with single_statement(self.engine) as connection:
+        with self._connection() as connection:
             answer = statement.execute(connection, params).one()
         moved, inserted = cast(tuple[Any, Any], tuple(answer))
         return Advanced(set(moved or ()), set(inserted or ()))
