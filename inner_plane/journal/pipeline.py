@@ -20,12 +20,15 @@ then psycopg sends no ``BEGIN`` of its own, and SQLAlchemy's commit finds nothin
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, TextClause, event, text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.compiler import SQLCompiler
 
 _AHEAD = "inner_plane.pipeline.ahead"
 _AFTER = "inner_plane.pipeline.after"
@@ -60,12 +63,37 @@ class Queued:
         return rows[0]
 
 
+# Each queued statement compiled once per dialect: the lane queues the same few constant
+# statements (module-level text clauses, "BEGIN", "COMMIT") on every activation, and compiling a
+# text clause (SQLAlchemy's compiler and its bind-parameter regex) cost more CPU than sending it.
+# Keyed by the clause object (kept alive beside its form, so its id is never reused) or the
+# string; bounded, for a caller that would queue clauses built per call.
+_FORMS: weakref.WeakKeyDictionary[Dialect, dict[int | str, tuple[object, SQLCompiler]]] = (
+    weakref.WeakKeyDictionary()
+)
+_MAX_FORMS = 256
+
+
+def _form(dialect: Dialect, clause: TextClause | str) -> SQLCompiler:
+    forms = _FORMS.get(dialect)
+    if forms is None:
+        forms = _FORMS[dialect] = {}
+    key = clause if isinstance(clause, str) else id(clause)
+    known = forms.get(key)
+    if known is not None and (isinstance(clause, str) or known[0] is clause):
+        return known[1]
+    statement = text(clause) if isinstance(clause, str) else clause
+    compiled = statement.compile(dialect=dialect)
+    if len(forms) >= _MAX_FORMS:
+        forms.clear()
+    forms[key] = (clause, compiled)
+    return compiled
+
+
 def _compiled(
     connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None
 ) -> tuple[str, Mapping[str, Any] | None]:
-    if isinstance(clause, str):
-        clause = text(clause)
-    compiled = clause.compile(dialect=connection.dialect)
+    compiled = _form(connection.dialect, clause)
     # Always a mapping (empty when none): psycopg then reads ``%%`` as ``%``, as SQLAlchemy's
     # own execution does.
     return compiled.string, dict(compiled.construct_params(dict(params or {})))

@@ -72,3 +72,31 @@ def test_an_error_in_a_statement_riding_along_rolls_the_transaction_back(
         assert connection.execute(text("SELECT count(*) FROM ride_test")).scalar() == 0
         connection.execute(text("DROP TABLE ride_test"))
         connection.commit()
+
+
+def test_a_queued_statement_is_compiled_once_and_sent_with_each_call_s_parameters(
+    counted: tuple[Engine, LatencyProxy],
+) -> None:
+    engine, _ = counted
+    constant = text("SELECT CAST(:n AS int) AS n")
+    with engine.connect() as connection:
+        answers = []
+        for n in (1, 2):
+            queued = pipeline.ahead(connection, constant, {"n": n})
+            connection.execute(text("SELECT 1")).all()
+            answers.append(queued.one()["n"])
+        assert answers == [1, 2]
+        # The same clause object: one compiled form, reused; another object with the same text
+        # (built per call) and a plain string each get theirs, and answer with their own rows.
+        assert pipeline._form(connection.dialect, constant) is pipeline._form(
+            connection.dialect, constant
+        )
+        for n in range(pipeline._MAX_FORMS + 5):  # more than the bound: still correct
+            built = pipeline.ahead(
+                connection, text(f"SELECT {n} AS m, CAST(:n AS int) AS n"), {"n": n}
+            )
+            plain = pipeline.after(connection, f"SELECT {n} + 1 AS m")
+            connection.execute(text("SELECT 1")).all()
+            assert built.one() == {"m": n, "n": n}
+            assert plain.one() == {"m": n + 1}
+        connection.rollback()
