@@ -230,7 +230,8 @@ def _send(driver: Any, queued: Queued, connection: Connection, context: Any) -> 
 
 
 def _mappings(cursor: Any) -> list[dict[str, Any]]:
-    if cursor.description is None:
+    description = cursor.description  # psycopg builds it anew on every read
+    if description is None:
         return []
-    names = [column.name for column in cursor.description]
+    names = [column.name for column in description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
