@@ -22,7 +22,7 @@ from opentelemetry.trace import Span, SpanKind
 from inner_plane import logs, redis_keys, tracing
 from inner_plane.attention.document import AttentionPolicy
 from inner_plane.attention.live import policy_source
-from inner_plane.attention.wakes import wake_on_publish
+from inner_plane.attention.wakes import finish_wakes, send_wakes
 from inner_plane.journal.signals.store import NewSignal, SignalIdentity
 from inner_plane.runtime import Runtime, get_runtime
 from inner_plane.signals.ids import derive_signal_id
@@ -407,19 +407,24 @@ class Journaled:
             else:
                 deduplicated += 1
                 lines.append(("deduplicated", p.log_fields(dedup_key=p.dedup_key, via=via)))
-        # One write and one flush for the whole batch; the same lines as one emit() each.
-        logs.emit_many(lines)
-        downgraded = [
-            p.signal_id for p in self.prepared if p.downgraded and p.signal_id in inserted
-        ]
-        if downgraded:
-            # Durable too: `signals show` explains why the signal did not interrupt.
-            self.runtime.signals.add_events(downgraded, "downgraded", _DOWNGRADED_EVENT)
-        if fresh:
-            # After the commit, with the newly journaled signals only (not duplicates): the
-            # attention broker decides which of them open or join a wake window. A direct call,
-            # so no import order can leave a process publishing without waking.
-            wake_on_publish(self.runtime, fresh)
+        # After the commit, with the newly journaled signals only (not duplicates): the
+        # attention broker decides which of them open or join a wake window. A direct call, so
+        # no import order can leave a process publishing without waking. The windows' round
+        # trip to Redis is under way while the lines and events are written, and the activates
+        # it decides go after them.
+        wakes = send_wakes(self.runtime, fresh) if fresh else None
+        try:
+            # One write and one flush for the whole batch; the same lines as one emit() each.
+            logs.emit_many(lines)
+            downgraded = [
+                p.signal_id for p in self.prepared if p.downgraded and p.signal_id in inserted
+            ]
+            if downgraded:
+                # Durable too: `signals show` explains why the signal did not interrupt.
+                self.runtime.signals.add_events(downgraded, "downgraded", _DOWNGRADED_EVENT)
+        finally:
+            if wakes is not None:
+                finish_wakes(self.runtime, wakes)
         return results, deduplicated
 
 

@@ -69,12 +69,19 @@ return table.concat(fresh)
 def _open_windows(runtime: Runtime, delegate_ids: Sequence[str]) -> list[bool]:
     """SET NX of each delegate's debounce key, in one round trip: True where this call opened
     the window (or Redis is unreachable: a redundant activation is a no-op, a lost one is not)."""
+    return _windows_opened(runtime, delegate_ids, _send_windows(runtime, delegate_ids))
+
+
+def _send_windows(runtime: Runtime, delegate_ids: Sequence[str]) -> Sent:
+    """Send :data:`_OPEN_WINDOWS` for these delegates now; :func:`_windows_opened` reads it."""
     ttl_ms = policy_source(runtime).current().base.max_age_ms + 5_000
     keys = [redis_keys.wake_debounce(delegate_id) for delegate_id in delegate_ids]
+    return _send(runtime.redis, _OPEN_WINDOWS, keys, [ttl_ms])
+
+
+def _windows_opened(runtime: Runtime, delegate_ids: Sequence[str], sent: Sent) -> list[bool]:
     try:
-        if len(keys) == 1:
-            return [bool(runtime.redis.set(keys[0], "1", nx=True, px=ttl_ms))]
-        flags = runtime.redis.eval(_OPEN_WINDOWS, len(keys), *keys, ttl_ms)
+        flags = answer(sent)
     except redis.RedisError as error:
         for delegate_id in delegate_ids:
             logs.emit("wake_debounce_unavailable", delegate=delegate_id, reason=str(error)[:200])
@@ -131,26 +138,34 @@ class LaneLock(redis.lock.Lock):
 RELEASE_LOCK = redis.lock.Lock.LUA_RELEASE_SCRIPT
 _SHA = {
     script: hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
-    for script in (TAKE_LOCK_AND_CLEAR, RELEASE_LOCK)
+    for script in (TAKE_LOCK_AND_CLEAR, RELEASE_LOCK, _OPEN_WINDOWS)
 }
 
 
 @dataclass
 class Sent:
-    """A lock script sent and not yet answered: its reply is read after whatever round trip to
-    another store rides beside it (:func:`send_take`, :func:`answer`)."""
+    """A script sent and not yet answered: its reply is read after whatever other work rides
+    beside it (a round trip to another store: :func:`send_take`, :func:`answer`; or the lines
+    and events of a publication: :func:`send_wakes`)."""
 
-    lock: LaneLock
+    client: redis.Redis
     script: str
     args: tuple[Any, ...]
     connection: Any  # None: the send failed
     error: str = ""
+    lock: LaneLock | None = None
 
 
-def _send(lock: LaneLock, script: str, keys: Sequence[str], args: Sequence[Any]) -> Sent:
-    pool = lock.redis.connection_pool
+def _send(
+    client: redis.Redis,
+    script: str,
+    keys: Sequence[str],
+    args: Sequence[Any],
+    lock: LaneLock | None = None,
+) -> Sent:
+    pool = client.connection_pool
     command = (len(keys), *keys, *args)
-    connection = None
+    connection: Any = None
     try:
         connection = pool.get_connection()
         connection.send_command("EVALSHA", _SHA[script], *command)
@@ -160,8 +175,8 @@ def _send(lock: LaneLock, script: str, keys: Sequence[str], args: Sequence[Any])
             pool.release(connection)
         if not isinstance(error, redis.RedisError):
             raise
-        return Sent(lock, script, command, None, str(error)[:200])
-    return Sent(lock, script, command, connection)
+        return Sent(client, script, command, None, str(error)[:200], lock)
+    return Sent(client, script, command, connection, lock=lock)
 
 
 def answer(sent: Sent) -> Any:
@@ -170,7 +185,7 @@ def answer(sent: Sent) -> Any:
     connection = sent.connection
     if connection is None:
         raise redis.ConnectionError(sent.error)
-    pool = sent.lock.redis.connection_pool
+    pool = sent.client.connection_pool
     try:
         try:
             return connection.read_response()
@@ -191,7 +206,7 @@ def send_take(lock: LaneLock) -> Sent:
     assert lock.timeout is not None
     token = uuid.uuid4().hex.encode()
     keys = [lock.name, lock.debounce_key, lock.turn_wake_key]
-    return _send(lock, TAKE_LOCK_AND_CLEAR, keys, [token, int(lock.timeout * 1000)])
+    return _send(lock.redis, TAKE_LOCK_AND_CLEAR, keys, [token, int(lock.timeout * 1000)], lock)
 
 
 def taken(sent: Sent) -> bool:
@@ -199,6 +214,7 @@ def taken(sent: Sent) -> bool:
     the heartbeat's extend and the release). Raises :class:`redis.RedisError` as :func:`answer`."""
     took = bool(answer(sent))
     if took:
+        assert sent.lock is not None
         sent.lock.local.token = sent.args[-2]
     return took
 
@@ -209,7 +225,7 @@ def send_release(lock: LaneLock) -> Sent | None:
     if token is None:
         return None
     lock.local.token = None
-    return _send(lock, RELEASE_LOCK, [lock.name], [token])
+    return _send(lock.redis, RELEASE_LOCK, [lock.name], [token], lock)
 
 
 def released(sent: Sent | None) -> None:
@@ -276,6 +292,23 @@ def wake_on_publish(runtime: Runtime, results: Sequence[Published]) -> None:
     """After new signals are journaled: wake and interrupt start (or join) a window; ambient and
     next-turn signals wait for the next activation. Every activate this decides is sent at once
     (one broker round trip on Redis, however many delegates)."""
+    finish_wakes(runtime, send_wakes(runtime, results))
+
+
+@dataclass
+class PendingWakes:
+    """What :func:`send_wakes` decided, with the windows' script sent and not yet answered."""
+
+    sends: list[tuple[str, float]]  # (delegate, countdown) sent whatever the windows answer
+    waiting: list[str]  # delegates whose activate waits for their window to be new
+    windows: Sent | None
+
+
+def send_wakes(runtime: Runtime, results: Sequence[Published]) -> PendingWakes:
+    """The first half of :func:`wake_on_publish`: decide, and send the wake windows' script
+    (SET NX of each waiting delegate's debounce key) without waiting for its answer, so a
+    publication writes its lines while Redis answers. Call only after the commit, and always
+    finish it with :func:`finish_wakes` (which also returns the Redis connection)."""
     urgent: set[str] = set()
     normal: set[str] = set()
     for result in results:
@@ -291,10 +324,19 @@ def wake_on_publish(runtime: Runtime, results: Sequence[Published]) -> None:
             sends.append((delegate_id, soon))
             normal.discard(delegate_id)
     waiting = sorted(normal - urgent)
-    if waiting:
-        # One round trip for every delegate of the batch, not one per delegate.
+    # One round trip for every delegate of the batch, not one per delegate.
+    windows = _send_windows(runtime, waiting) if waiting else None
+    return PendingWakes(sends, waiting, windows)
+
+
+def finish_wakes(runtime: Runtime, pending: PendingWakes) -> None:
+    """The second half of :func:`wake_on_publish`: read which windows are new and send every
+    activate decided, together."""
+    sends = pending.sends
+    if pending.windows is not None:
         quiet_s = policy_source(runtime).current().base.quiet_ms / 1000
-        for delegate_id, fresh in zip(waiting, _open_windows(runtime, waiting), strict=True):
+        opened = _windows_opened(runtime, pending.waiting, pending.windows)
+        for delegate_id, fresh in zip(pending.waiting, opened, strict=True):
             if fresh:
                 sends.append((delegate_id, quiet_s))
     if sends:

@@ -11,8 +11,9 @@ import uuid
 import pytest
 
 from bench.latency_proxy import LatencyProxy, target_of, via
-from inner_plane import celery_bridge
+from inner_plane import celery_bridge, logs
 from inner_plane.attention.wakes import wake_on_publish
+from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime, redis_client
 from inner_plane.signals.model import Mode, PublishResult
 from tests.support.stores import Stores
@@ -23,6 +24,18 @@ def _activated(redis_url: str) -> list[str]:
     queued = redis_client(redis_url).lrange(celery_bridge.ACTIVATION_QUEUE, 0, -1)
     return sorted(
         json.loads(base64.b64decode(json.loads(message)["body"]))[0][0] for message in queued
+    )
+
+
+def _published(delegate_id: str, mode: Mode) -> PublishResult:
+    return PublishResult(
+        id=uuid.uuid4(),
+        deduplicated=False,
+        kind="task.completed",
+        source="tests",
+        mode=mode,
+        priority=50,
+        delegate_id=delegate_id,
     )
 
 
@@ -45,20 +58,36 @@ def test_the_wakes_of_many_delegates_go_in_one_round_trip(
         warm = celery_bridge.TaskSend(celery_bridge.ACTIVATE_TASK, celery_bridge.ACTIVATION_QUEUE)
         celery_bridge.send_together(settings, [warm, warm])  # connections and declarations
         rt.redis.ping()
+        # The windows' script is sent by its digest: a Redis that does not know it yet gets it
+        # in full once (a round trip more, once per server start).
+        wake_on_publish(rt, [_published("warm", Mode.WAKE)])
         redis_client(clean_stores.redis_url).delete(celery_bridge.ACTIVATION_QUEUE)
-        published = [
-            PublishResult(
-                id=uuid.uuid4(),
-                deduplicated=False,
-                kind="task.completed",
-                source="tests",
-                mode=mode,
-                priority=50,
-                delegate_id=f"d{n}",
-            )
-            for n in range(5)
-        ]
+        published = [_published(f"d{n}", mode) for n in range(5)]
         proxy.reset()
         wake_on_publish(rt, published)
         assert proxy.stats()["redis"].round_trips == round_trips
     assert _activated(clean_stores.redis_url) == [f"d{n}" for n in range(5)]
+
+
+def test_a_publication_whose_lines_fail_still_wakes_and_leaves_no_reply_unread(
+    runtime: Runtime, clean_stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wake windows' script is under way while a publication writes its lines: if writing
+    them fails, its answer is still read (the connection goes back to the pool with nothing
+    unread) and the activate it decided is sent, as the signal is in the journal."""
+    if clean_stores.broker.url is not None:
+        pytest.skip("reads the activation queue of the Redis broker")
+    redis_client(clean_stores.redis_url).delete(celery_bridge.ACTIVATION_QUEUE)
+
+    def broken(lines: object) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(logs, "emit_many", broken)
+    with pytest.raises(OSError, match="No space left"):
+        publish(kind="task.completed", source="tests", delegate_id="lines-failed", runtime=runtime)
+    monkeypatch.undo()
+    assert _activated(clean_stores.redis_url) == ["lines-failed"]
+    assert runtime.signals.list("lines-failed", limit=5) != []
+    # The pool's connection answers its own commands (it does not hold the script's reply).
+    runtime.redis.set("probe", "value")
+    assert runtime.redis.get("probe") == "value"
