@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from bench.latency_proxy import LatencyProxy, target_of, via
 from inner_plane.activation import AgentResult, Disposition, Settlement
@@ -159,3 +160,32 @@ def test_each_further_batch_of_a_run_takes_four(proxied: tuple[Runtime, LatencyP
     proxy.reset()
     assert len(lane.run("default").activations) == 3
     assert proxy.stats()["pg"].round_trips <= BACKGROUND_ROUND_TRIPS + 2 * DRAIN_ROUND_TRIPS
+
+
+def test_a_warm_activation_compiles_no_statement(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every statement of an activation is compiled once per process and reused, the ones
+    riding along with others (``journal/pipeline.py``) as SQLAlchemy's own: compiling them on
+    every activation cost CPU on the lane's hot path (``docs/operations.md``)."""
+    quick = replace(
+        runtime,
+        settings=runtime.settings.model_copy(update={"batch_quiet_ms": 0, "batch_max_age_ms": 0}),
+    )
+    lane = Lane(quick, InstantAgent(), ContextComposer(quick), holder="compiles")
+    for n in range(3):
+        publish(kind="task.completed", source="warm", data={"n": n}, runtime=quick)
+        assert lane.run("default").activations
+    compiled: list[str] = []
+    compile_once = SQLCompiler.__init__
+
+    def counted(self: SQLCompiler, dialect: Any, statement: Any, *args: Any, **kwargs: Any) -> None:
+        # Named, not printed: printing a statement compiles it again.
+        compiled.append(" ".join(str(getattr(statement, "text", type(statement))).split())[:100])
+        compile_once(self, dialect, statement, *args, **kwargs)
+
+    monkeypatch.setattr(SQLCompiler, "__init__", counted)
+    for n in range(3):
+        publish(kind="task.completed", source="counted", data={"n": n}, runtime=quick)
+        assert lane.run("default").activations
+    assert compiled == []
