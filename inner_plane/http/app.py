@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -42,6 +41,7 @@ from inner_plane.http import (
 )
 from inner_plane.http.conversation_auth import AuthenticatePerson, ConversationGate
 from inner_plane.http.conversation_stream import ConversationStreams
+from inner_plane.http.json_body import NotJson, json_document
 from inner_plane.http.live_feed import LiveFeed
 from inner_plane.http.operator_auth import COOKIE, OperatorGate
 from inner_plane.http.operator_calls import UuidPath
@@ -70,17 +70,12 @@ from inner_plane.sources.intake import (
 )
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def parse_request(body: bytes) -> tuple[list[Any], bool]:
     """(signals, is_batch) from a body holding one signal or {"signals": [...]}."""
     try:
-        document = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as error:
-        reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
-        raise SignalError("body", f"not valid JSON: {reason}"[:300]) from None
+        document = json_document(body)
+    except NotJson as error:
+        raise SignalError("body", f"not valid JSON: {error.reason}"[:300]) from None
     if not isinstance(document, dict):
         raise SignalError(
             "body", 'must be a signal object or {"signals": [...]}, not ' + type(document).__name__

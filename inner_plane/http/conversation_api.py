@@ -34,6 +34,7 @@ from inner_plane import logs, redis_keys
 from inner_plane.http import guards
 from inner_plane.http.conversation_auth import ConversationCaller, ConversationGate, Scope
 from inner_plane.http.conversation_stream import ConversationStreams, Cursor
+from inner_plane.http.json_body import NotJson, json_document
 from inner_plane.journal.conversation import person
 from inner_plane.lane.user_turns import wake_for_user_turn
 from inner_plane.runtime import Runtime
@@ -81,10 +82,6 @@ class TurnRequest:
     idempotency_key: str
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _bad_character(text: str) -> str | None:
     """Why a person's text cannot be stored or shown as it is, or None."""
     for index, char in enumerate(text):
@@ -104,10 +101,9 @@ def parse_turn(body: bytes, headers: Mapping[str, str], max_text: int) -> TurnRe
     if not IDEMPOTENCY_RE.fullmatch(key):
         raise FieldError("Idempotency-Key", "must be 1 to 200 printable ASCII characters")
     try:
-        document = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as error:
-        reason = error.msg if isinstance(error, json.JSONDecodeError) else type(error).__name__
-        raise FieldError("body", f"is not valid JSON: {reason}"[:200]) from None
+        document = json_document(body)
+    except NotJson as error:
+        raise FieldError("body", f"is not valid JSON: {error.reason}"[:200]) from None
     if not isinstance(document, dict):
         raise FieldError("body", f"must be a JSON object, not {type(document).__name__}")
     for name in document:

@@ -5,7 +5,6 @@ changes nothing."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -20,6 +19,7 @@ from inner_plane.attention.document import (
     SettingsDefaults,
     parse_document,
 )
+from inner_plane.http.json_body import NotJson, json_document
 from inner_plane.http.operator_calls import NOT_FOUND, ActionBody, OperatorCalls, json_response
 from inner_plane.runtime import Runtime
 from inner_plane.signals.model import IDENTIFIER_PATTERN
@@ -64,10 +64,9 @@ async def capped_body(request: Request) -> bytes:
 def parsed(raw: bytes, model: type[Body]) -> Body:
     """The JSON body as ``model`` (after the credential check), or 422 naming the field."""
     try:
-        # (Not UTF-8 is a ValueError; nesting past the recursion limit a RecursionError.)
-        document = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise errors.invalid("body", "not a JSON object") from None
+        document = json_document(raw)
+    except NotJson as error:
+        raise errors.invalid("body", f"not valid JSON: {error.reason}") from None
     try:
         return model.model_validate(document)
     except ValidationError as error:
