@@ -235,6 +235,10 @@ def test_operator_api_records_the_operator(runtime: Runtime) -> None:
         assert client.post("/v1/policy", content=b"{nope").status_code == 401
         junk = client.post("/v1/policy", headers=h, content=b"{nope")
         assert junk.status_code == 422 and junk.json()["field"] == "body"
+        # Strict JSON, as every body the API reads: no NaN (a version NaN would read as a float).
+        nan = client.post("/v1/policy/rollback", headers=h, content=b'{"version": NaN}')
+        assert nan.status_code == 422 and nan.json()["field"] == "body"
+        assert "NaN is not valid JSON" in nan.json()["message"]
         untyped = client.post("/v1/policy", headers=h, json={"document": 5})
         assert untyped.status_code == 422 and untyped.json()["field"] == "document"
         zero = client.post("/v1/policy/rollback", headers=h, json={"version": 0})
