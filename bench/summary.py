@@ -73,6 +73,12 @@ TARGETS = (
     Target("lane", "wake_added_p99_vs_celery_p99", 1.5, False, "raw_celery_p99_ms"),
     Target("lane", "wake_added_p99_vs_celery_p99_rtt0_5", 1.5, False, "raw_celery_p99_ms_rtt0_5"),
     Target("lane", "wake_added_p99_vs_celery_p99_rtt1", 1.5, False, "raw_celery_p99_ms_rtt1"),
+    # The wake's two parts (docs/operations.md, "Where a wake's latency goes"): the publisher's
+    # (until publish returns) and the rest (the activate's delivery, the lane up to its row).
+    Target("lane", "wake_publisher_p99_ms", None, False, "raw_celery_p99_ms"),
+    Target("lane", "wake_delivery_and_opening_p99_ms", None, False, "raw_celery_p99_ms"),
+    Target("lane", "wake_publisher_p99_ms_rtt1", None, False, "raw_celery_p99_ms_rtt1"),
+    Target("lane", "wake_delivery_and_opening_p99_ms_rtt1", None, False, "raw_celery_p99_ms_rtt1"),
     Target("lane", "round_trips_per_activation", 6.0, higher_is_better=False),
     Target("lane", "overhead_p99_ms_rtt1", 25.0, False, "overhead_p99_ms_rtt0"),
     Target("lane", "activations_per_s", None),
