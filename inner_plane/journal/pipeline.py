@@ -66,8 +66,9 @@ class Queued:
 # Each queued statement compiled once per dialect: the lane queues the same few constant
 # statements (module-level text clauses, "BEGIN", "COMMIT") on every activation, and compiling a
 # text clause (SQLAlchemy's compiler and its bind-parameter regex) cost more CPU than sending it.
-# Keyed by the clause object (kept alive beside its form, so its id is never reused) or the
-# string; bounded, for a caller that would queue clauses built per call.
+# Keyed by the string, or by the clause object's id: the clause is kept alive beside its form,
+# so no other object has that id while the entry stands. Bounded, for a caller that would queue
+# clauses built per call.
 _FORMS: weakref.WeakKeyDictionary[Dialect, dict[int | str, tuple[object, SQLCompiler]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -80,7 +81,7 @@ def _form(dialect: Dialect, clause: TextClause | str) -> SQLCompiler:
         forms = _FORMS[dialect] = {}
     key = clause if isinstance(clause, str) else id(clause)
     known = forms.get(key)
-    if known is not None and (isinstance(clause, str) or known[0] is clause):
+    if known is not None:
         return known[1]
     statement = text(clause) if isinstance(clause, str) else clause
     compiled = statement.compile(dialect=dialect)

@@ -228,12 +228,14 @@ def _static(spec: TimerSpec) -> _Timer:
 class _Run:
     """One tick's bookkeeping: decide each timer read, write the batch back, announce."""
 
-    def __init__(self, runtime: Runtime, now: datetime, report: TickReport) -> None:
+    def __init__(
+        self, runtime: Runtime, now: datetime, report: TickReport, journal: TickJournal
+    ) -> None:
         self.runtime = runtime
         self.now = now
         self.report = report
         self.grace_s = runtime.settings.timers_grace_s
-        self.journal = TickJournal(runtime.engine)
+        self.journal = journal
 
     def handle(
         self, timers: Sequence[tuple[_Timer, datetime | None, datetime]], dynamic: bool = False
@@ -352,10 +354,9 @@ def tick(runtime: Runtime | None = None, now: datetime | None = None) -> TickRep
         return TickReport(ran=False)
     now = now or TimerJournal(runtime.engine).now()
     report = TickReport(ran=True, now=now)
-    run = _Run(runtime, now, report)
-
     # One connection for the tick's statements (each its own autocommit statement).
-    with run.journal.held():
+    with TickJournal.on(runtime.engine) as journal:
+        run = _Run(runtime, now, report, journal)
         source = static_timers(timers_file(settings))
         specs, reread = source.get()
         if reread and source.error is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, cast
@@ -173,35 +173,26 @@ _DUE_FORM = DriverForm(_DUE)
 
 class TickJournal:
     """The tick's statements, each in autocommit: one round trip, atomic, nothing held open.
-    Inside :meth:`held` they share one connection: one pool checkout per tick, not one per
-    statement."""
+    They share the one connection of a tick (:meth:`on`): one pool checkout per tick, not one
+    per statement."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._held: Connection | None = None
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
 
+    @classmethod
     @contextmanager
-    def held(self) -> Iterator[None]:
-        """One connection for the statements made inside (each still its own transaction)."""
-        with single_statement(self.engine) as connection:
-            self._held = connection
-            try:
-                yield
-            finally:
-                self._held = None
-
-    def _connection(self) -> AbstractContextManager[Connection]:
-        held = self._held
-        return single_statement(self.engine) if held is None else nullcontext(held)
+    def on(cls, engine: Engine) -> Iterator[TickJournal]:
+        """The tick's statements on one connection of ``engine``, returned on exit."""
+        with single_statement(engine) as connection:
+            yield cls(connection)
 
     def due(self, now: datetime, limit: int) -> list[DueTimer]:
         """Up to ``limit`` due dynamic timers, earliest first (the rule: ``timers.due_now``)."""
-        with self._connection() as connection:
-            found = _DUE_FORM.execute(connection, {"now": now, "limit": limit})
-            # The driver's rows as they are: none of these columns has a result processor on
-            # psycopg, and building a Row per timer costs more than the row's own loading.
-            rows = found.cursor.fetchall()
-            found.close()
+        found = _DUE_FORM.execute(self.connection, {"now": now, "limit": limit})
+        # The driver's rows as they are: none of these columns has a result processor on
+        # psycopg, and building a Row per timer costs more than the row's own loading.
+        rows = found.cursor.fetchall()
+        found.close()
         return [cast(DueTimer, dict(zip(_DUE_KEYS, row, strict=True))) for row in rows]
 
     def static_states(self, names: Sequence[str]) -> list[StaticTimerState]:
@@ -222,8 +213,7 @@ class TickJournal:
             select(*STATIC.c).where(STATIC.c.name.in_(list(names))),
             select(*added.c),
         )
-        with self._connection() as connection:
-            return [typed_row(StaticTimerState, row) for row in connection.execute(query)]
+        return [typed_row(StaticTimerState, row) for row in self.connection.execute(query)]
 
     def advance(
         self, updates: Sequence[CursorUpdate], rows: Sequence[NewSignal], static: bool
@@ -243,7 +233,6 @@ class TickJournal:
             "keys": [u.key for u in updates],
         }
         statement = _ADVANCE_STATIC if static else _ADVANCE_DYNAMIC
-        with self._connection() as connection:
-            answer = statement.execute(connection, params).one()
+        answer = statement.execute(self.connection, params).one()
         moved, inserted = cast(tuple[Any, Any], tuple(answer))
         return Advanced(set(moved or ()), set(inserted or ()))
