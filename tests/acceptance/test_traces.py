@@ -296,8 +296,12 @@ def test_one_connected_trace_per_activation_across_the_cli_the_api_and_the_worke
         tick_publish = receiver.wait_for(timer_publish, "the timer's publish span")
         timer_signal = tick_publish.attributes["messaging.message.id"]
         invoke = receiver.wait_for(lambda s: invoke_of(s, timer_signal), "the timer's activation")
-        spans = _activation_tree(receiver, invoke)
-        tick = _by_id(spans)[tick_publish.parent_id]
+        _activation_tree(receiver, invoke)
+        # The tick's run span ends when the tick returns, after the activate it sent: its
+        # worker may export it after the woken activation's whole tree has arrived.
+        tick = receiver.wait_for(
+            lambda found: _by_id(found).get(tick_publish.parent_id), "the tick's run span"
+        )
         assert tick.name == "run/inner_plane.timers_tick" and tick.parent_id == ""
         assert invoke.trace_id == tick.trace_id
         assert _ids(_traceparent_of_signal(runtime, timer_signal)) == (
@@ -328,12 +332,17 @@ def test_one_connected_trace_per_activation_across_the_cli_the_api_and_the_worke
             return None
 
         invoke = receiver.wait_for(turn_invoke, "the user turn's activation")
-        spans = _activation_tree(receiver, invoke)
-        posted = [
-            s
-            for s in spans
-            if s.service == "api" and s.kind == SERVER and s.trace_id == invoke.trace_id
-        ]
-        assert posted and all(s.parent_id == "" for s in posted)
+        _activation_tree(receiver, invoke)
+        # The request's server span ends after the turn is answered with 202: the API may
+        # export it after the activation's tree has arrived.
+        posted = receiver.wait_for(
+            lambda found: [
+                s
+                for s in found
+                if s.service == "api" and s.kind == SERVER and s.trace_id == invoke.trace_id
+            ],
+            "the turn request's server span",
+        )
+        assert all(s.parent_id == "" for s in posted)
 
     assert receiver.refusals == []
