@@ -11,6 +11,7 @@ publisher that died before its insert never swallows a signal.
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
@@ -356,11 +357,15 @@ class Journaled:
         prepared: list[_Prepared],
         inserted: set[uuid.UUID],
         stored: dict[uuid.UUID, SignalIdentity] | None = None,
+        committed_at: float | None = None,
     ) -> None:
         self.runtime = runtime
         self.via = via
         self.prepared = prepared
         self.inserted = inserted
+        # time.monotonic() when the statement that journaled them was answered: their wake
+        # windows count from then (attention.wakes.countdown_left).
+        self.committed_at = time.monotonic() if committed_at is None else committed_at
         # What the journal holds for the duplicates: a replay answers with the stored signal.
         self.stored = stored or {}
 
@@ -412,7 +417,7 @@ class Journaled:
         # no import order can leave a process publishing without waking. The windows' round
         # trip to Redis is under way while the lines and events are written, and the activates
         # it decides go after them.
-        wakes = send_wakes(self.runtime, fresh) if fresh else None
+        wakes = send_wakes(self.runtime, fresh, self.committed_at) if fresh else None
         try:
             # One write and one flush for the whole batch; the same lines as one emit() each.
             logs.emit_many(lines)
@@ -451,6 +456,7 @@ class DraftRows:
         """What the statement did, to announce once it committed: of the rows it ``kept`` (by
         id), ``inserted`` are new and the others duplicates (answered with the stored signal);
         a row left out was not published by this call and is not announced."""
+        committed_at = time.monotonic()
         prepared = [p for p in self.prepared if p.signal_id in kept]
         lost = [
             p.signal_id for p in self.unique if p.signal_id in kept and p.signal_id not in inserted
@@ -458,7 +464,7 @@ class DraftRows:
         stored = self.runtime.signals.identities(lost) if lost else {}
         if tracing.on:
             _close_spans(self.unique, inserted)
-        return Journaled(self.runtime, self.via, prepared, inserted, stored)
+        return Journaled(self.runtime, self.via, prepared, inserted, stored, committed_at)
 
 
 def publish_drafts(
@@ -490,13 +496,14 @@ def _journal(
     stored = runtime.signals.identities(marked) if marked else {}
     to_insert = [p for p in unique if p.signal_id not in stored] if stored else unique
     inserted = runtime.signals.insert([p.row for p in to_insert]) if to_insert else set()
+    committed_at = time.monotonic()
     if len(inserted) < len(to_insert):
         # Duplicates the journal's constraints caught: answer with what it holds.
         lost = [p.signal_id for p in to_insert if p.signal_id not in inserted]
         stored.update(runtime.signals.identities(lost))
     if tracing.on:
         _close_spans(unique, inserted)
-    return Journaled(runtime, via, prepared, inserted, stored).announce()
+    return Journaled(runtime, via, prepared, inserted, stored, committed_at).announce()
 
 
 def publish(

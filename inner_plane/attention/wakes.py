@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -302,13 +303,30 @@ class PendingWakes:
     sends: list[tuple[str, float]]  # (delegate, countdown) sent whatever the windows answer
     waiting: list[str]  # delegates whose activate waits for their window to be new
     windows: Sent | None
+    committed_at: float  # time.monotonic() when the signals' commit was answered
 
 
-def send_wakes(runtime: Runtime, results: Sequence[Published]) -> PendingWakes:
+def countdown_left(window_s: float, committed_at: float, now: float) -> float:
+    """What is left at ``now`` of a window of ``window_s`` seconds that began when the signal's
+    commit was answered (monotonic seconds, both): the publisher's own work after the commit (the
+    wake window's round trip, the lines, the send) is spent inside the window, not added after
+    it. Measured from the commit's answer, never from before the statement: the journal stamped
+    the signal before that answer, so the lane, which counts the window from that stamp, never
+    finds the activate early."""
+    return max(0.0, window_s - max(0.0, now - committed_at))
+
+
+def send_wakes(
+    runtime: Runtime, results: Sequence[Published], committed_at: float | None = None
+) -> PendingWakes:
     """The first half of :func:`wake_on_publish`: decide, and send the wake windows' script
     (SET NX of each waiting delegate's debounce key) without waiting for its answer, so a
     publication writes its lines while Redis answers. Call only after the commit, and always
-    finish it with :func:`finish_wakes` (which also returns the Redis connection)."""
+    finish it with :func:`finish_wakes` (which also returns the Redis connection).
+    ``committed_at``: ``time.monotonic()`` when the commit was answered (default: now); each
+    activate's countdown is what is left of its window then (:func:`countdown_left`)."""
+    if committed_at is None:
+        committed_at = time.monotonic()
     urgent: set[str] = set()
     normal: set[str] = set()
     for result in results:
@@ -326,7 +344,7 @@ def send_wakes(runtime: Runtime, results: Sequence[Published]) -> PendingWakes:
     waiting = sorted(normal - urgent)
     # One round trip for every delegate of the batch, not one per delegate.
     windows = _send_windows(runtime, waiting) if waiting else None
-    return PendingWakes(sends, waiting, windows)
+    return PendingWakes(sends, waiting, windows, committed_at)
 
 
 def finish_wakes(runtime: Runtime, pending: PendingWakes) -> None:
@@ -340,7 +358,17 @@ def finish_wakes(runtime: Runtime, pending: PendingWakes) -> None:
             if fresh:
                 sends.append((delegate_id, quiet_s))
     if sends:
-        _enqueue_together(runtime, sends)
+        now = time.monotonic()
+        _enqueue_together(
+            runtime,
+            [
+                (
+                    delegate_id,
+                    countdown_left(countdown, pending.committed_at, now) if countdown else 0.0,
+                )
+                for delegate_id, countdown in sends
+            ],
+        )
 
 
 def _enqueue_together(runtime: Runtime, sends: Sequence[tuple[str, float]]) -> None:

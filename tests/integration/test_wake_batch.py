@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bench.latency_proxy import LatencyProxy, target_of, via
 from inner_plane import celery_bridge, logs
+from inner_plane.attention.live import policy_source
 from inner_plane.attention.wakes import wake_on_publish
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime, build_runtime, redis_client
@@ -91,3 +94,38 @@ def test_a_publication_whose_lines_fail_still_wakes_and_leaves_no_reply_unread(
     # The pool's connection answers its own commands (it does not hold the script's reply).
     runtime.redis.set("probe", "value")
     assert runtime.redis.get("probe") == "value"
+
+
+def _etas(redis_url: str) -> list[datetime]:
+    """The ETA of each activate message on the activation queue (Celery's message headers)."""
+    queued = redis_client(redis_url).lrange(celery_bridge.ACTIVATION_QUEUE, 0, -1)
+    return [datetime.fromisoformat(json.loads(message)["headers"]["eta"]) for message in queued]
+
+
+def test_an_activate_is_due_when_the_window_ends_as_counted_from_the_commit(
+    runtime: Runtime, clean_stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The publisher's own work after the commit (here lines that take 0.3 s to write) is spent
+    inside the batching window, not added after it; and the activate is never due before the
+    window has run its length from the signal's own stamp in the journal, which the lane counts
+    from (an early activate would only defer)."""
+    if clean_stores.broker.url is not None:
+        pytest.skip("reads the activation queue of the Redis broker")
+    redis_client(clean_stores.redis_url).delete(celery_bridge.ACTIVATION_QUEUE)
+    quiet = timedelta(milliseconds=policy_source(runtime).current().base.quiet_ms)
+    slow = timedelta(seconds=0.3)
+    write = logs.emit_many
+
+    def slow_lines(lines: list[tuple[str, dict[str, object]]]) -> None:
+        time.sleep(slow.total_seconds())
+        write(lines)
+
+    monkeypatch.setattr(logs, "emit_many", slow_lines)
+    result = publish(kind="task.completed", source="tests", delegate_id="slow", runtime=runtime)
+    returned = datetime.now(UTC)
+    monkeypatch.undo()
+    [eta] = _etas(clean_stores.redis_url)
+    stamped = runtime.signals.get(result.id)
+    assert stamped is not None
+    assert eta >= stamped.created_at + quiet
+    assert eta <= returned - slow + quiet
