@@ -2,7 +2,8 @@
 
 Prints, in one run on the same stores:
   1. wake latency: publish -> agent start, minus the batching window (p50, p99), against the raw
-     Celery enqueue -> task start latency of a no-op task on the same activation worker;
+     Celery enqueue -> task start latency of a no-op task on the same activation workers, the
+     two probed in turn;
   2. plane overhead per activation excluding the agent (lock, lease, claim, compose, settle,
      record, release) p50/p99, with 100,000 signals already in the journal, and what one costs
      (statements, WAL flushes, CPU here and in the server), see bench/lane_overhead.py; then the
@@ -45,7 +46,9 @@ from tests.support.processes import ChildProcess, celery_worker
 from tests.support.stores import Stores, truncate_all
 
 QUIET_MS = 50
-PROBES = 40 if QUICK else 100
+# Pairs of probes (a raw Celery one, then a wake): 200 make a p99 that a single slow probe
+# does not decide alone.
+PROBES = 40 if QUICK else 200
 OVERHEAD_RUNS = 100 if QUICK else 300
 PRELOAD = 20_000 if QUICK else 100_000
 DELEGATES = 300 if QUICK else 1_000
@@ -59,24 +62,28 @@ def wait_until(condition, timeout: float = 120.0, what: str = "") -> None:  # ty
         time.sleep(0.002)
 
 
-def raw_celery_start(settings: Settings, rt: Runtime, probes: int = PROBES) -> list[float]:
-    """Raw Celery enqueue -> start of a no-op task on the activation workers, in ms."""
-    from inner_plane import celery_bridge
+class RawProbe:
+    """Raw Celery enqueue -> start of a no-op task on the activation workers, in ms, one probe
+    at a time (the baseline of the wake's added latency)."""
 
-    key = f"bench:probe:{uuid.uuid4()}"
-    raw: list[float] = []
-    for _ in range(probes):
+    def __init__(self, settings: Settings, rt: Runtime) -> None:
+        self.settings, self.rt = settings, rt
+        self.key = f"bench:probe:{uuid.uuid4()}"
+        self.times: list[float] = []
+
+    def __call__(self) -> None:
+        from inner_plane import celery_bridge
+
+        rt, raw = self.rt, self.times
         celery_bridge.send(
-            settings,
+            self.settings,
             "bench.lane_start_probe",
             celery_bridge.ACTIVATION_QUEUE,
-            args=(time.time(), key),
+            args=(time.time(), self.key),
         )
-        wait_until(lambda: rt.redis.llen(key) > len(raw), 30, "probe")
-        sent, started = (float(x) for x in rt.redis.lindex(key, len(raw)).split(":"))  # type: ignore[union-attr]
+        wait_until(lambda: rt.redis.llen(self.key) > len(raw), 30, "probe")
+        sent, started = (float(x) for x in rt.redis.lindex(self.key, len(raw)).split(":"))  # type: ignore[union-attr]
         raw.append((started - sent) * 1000)
-        time.sleep(0.01)
-    return raw
 
 
 @dataclass
@@ -87,27 +94,21 @@ class WakeProbes:
     Celery after its countdown, the lane's run up to the activation row; minus the window). Both
     clocks are this machine's: the database's ``clock_timestamp()`` and ``time.time()``."""
 
+    rt: Runtime
+    delegate: str
     added: list[float] = field(default_factory=list)
     publisher: list[float] = field(default_factory=list)
     delivery_and_opening: list[float] = field(default_factory=list)
 
-    def figures(self, suffix: str = "") -> dict[str, Any]:
-        publisher, rest = summary(self.publisher), summary(self.delivery_and_opening)
-        return {
-            f"wake_publisher_ms{suffix}": publisher,
-            f"wake_delivery_and_opening_ms{suffix}": rest,
-            # Flat, for `make bench`'s table beside raw Celery's p99 of the same run.
-            f"wake_publisher_p99_ms{suffix}": publisher["p99"],
-            f"wake_delivery_and_opening_p99_ms{suffix}": rest["p99"],
-        }
-
-
-def wake_added(rt: Runtime, delegate: str, probes: int = PROBES) -> WakeProbes:
-    """Publish -> activation start (the journal's clock), minus the quiet window, in ms."""
-    wake = WakeProbes()
-    for n in range(probes):
+    def __call__(self) -> None:
+        """One probe: publish -> activation start (the journal's clock), minus the window."""
+        rt = self.rt
         result = publish(
-            kind="task.completed", source="probe", delegate_id=delegate, data={"n": n}, runtime=rt
+            kind="task.completed",
+            source="probe",
+            delegate_id=self.delegate,
+            data={"n": len(self.added)},
+            runtime=rt,
         )
         returned = time.time()
         wait_until(
@@ -127,11 +128,33 @@ def wake_added(rt: Runtime, delegate: str, probes: int = PROBES) -> WakeProbes:
                 {"id": result.id},
             ).one()
         created_s, started_s = float(created), float(started)
-        wake.added.append((started_s - created_s) * 1000 - QUIET_MS)
-        wake.publisher.append((returned - created_s) * 1000)
-        wake.delivery_and_opening.append((started_s - returned) * 1000 - QUIET_MS)
+        self.added.append((started_s - created_s) * 1000 - QUIET_MS)
+        self.publisher.append((returned - created_s) * 1000)
+        self.delivery_and_opening.append((started_s - returned) * 1000 - QUIET_MS)
+
+    def figures(self, suffix: str = "") -> dict[str, Any]:
+        publisher, rest = summary(self.publisher), summary(self.delivery_and_opening)
+        return {
+            f"wake_publisher_ms{suffix}": publisher,
+            f"wake_delivery_and_opening_ms{suffix}": rest,
+            # Flat, for `make bench`'s table beside raw Celery's p99 of the same run.
+            f"wake_publisher_p99_ms{suffix}": publisher["p99"],
+            f"wake_delivery_and_opening_p99_ms{suffix}": rest["p99"],
+        }
+
+
+def raw_and_wake(
+    settings: Settings, rt: Runtime, delegate: str, probes: int = PROBES
+) -> tuple[list[float], WakeProbes]:
+    """The baseline and the wake, probed in turn (one of each, then again): both see the same
+    moments of a shared, noisy machine, rather than one block each a minute apart."""
+    raw, wake = RawProbe(settings, rt), WakeProbes(rt, delegate)
+    for _ in range(probes):
+        raw()
         time.sleep(0.01)
-    return wake
+        wake()
+        time.sleep(0.01)
+    return raw.times, wake
 
 
 def wake_over_network(
@@ -172,9 +195,8 @@ def wake_over_network(
                 for worker in workers:
                     worker.wait_for(" ready.", 60)
                 # Warm both workers' connections (through the proxy), as the run above does.
-                raw_celery_start(proxied, rt, probes=4)
-                wake_added(rt, f"warm-{key}", probes=4)
-                raw, probes = raw_celery_start(proxied, rt), wake_added(rt, f"lat-{key}")
+                raw_and_wake(proxied, rt, f"warm-{key}", probes=4)
+                raw, probes = raw_and_wake(proxied, rt, f"lat-{key}")
             finally:
                 for worker in workers:
                     worker.stop()
@@ -240,8 +262,7 @@ def benchmark(stores: Stores) -> None:
         wait_until(lambda: rt.signals.list("warm", "delivered", limit=1) != [], 60, "warm-up")
 
         # 1. raw Celery enqueue -> start; 1b. wake latency: publish -> activation start.
-        raw = raw_celery_start(settings, rt)
-        probes = wake_added(rt, "lat")
+        raw, probes = raw_and_wake(settings, rt, "lat")
 
         # 3. activations per second across many delegates, two worker processes.
         drafts = [

@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     batch_quiet_ms: int = Field(default=500, ge=0)
     batch_max_age_ms: int = Field(default=2_000, ge=0)
     batch_limit: int = Field(default=100, ge=1, le=10_000)
+    # A window's activate is sent this much before the window ends, and the lane waits out a
+    # remainder this short in the task instead of deferring: Celery's delivery, the lease's take
+    # and the window's read happen while the window is still open (docs/operations.md).
+    wake_lead_ms: int = Field(default=10, ge=0, le=1_000)
     lease_ttl_s: int = Field(default=30, ge=1)
     heartbeat_s: float = Field(default=5.0, gt=0)
     retry_base_s: float = Field(default=1.0, gt=0)

@@ -306,14 +306,15 @@ class PendingWakes:
     committed_at: float  # time.monotonic() when the signals' commit was answered
 
 
-def countdown_left(window_s: float, committed_at: float, now: float) -> float:
-    """What is left at ``now`` of a window of ``window_s`` seconds that began when the signal's
-    commit was answered (monotonic seconds, both): the publisher's own work after the commit (the
-    wake window's round trip, the lines, the send) is spent inside the window, not added after
-    it. Measured from the commit's answer, never from before the statement: the journal stamped
-    the signal before that answer, so the lane, which counts the window from that stamp, never
-    finds the activate early."""
-    return max(0.0, window_s - max(0.0, now - committed_at))
+def countdown_left(window_s: float, committed_at: float, now: float, lead_s: float = 0.0) -> float:
+    """The countdown, at ``now``, of an activate due ``lead_s`` before the end of a window of
+    ``window_s`` seconds that began when the signal's commit was answered (monotonic seconds,
+    both). The publisher's own work after the commit (the wake window's round trip, the lines,
+    the send) is spent inside the window, not added after it. Counted from the commit's answer,
+    never from before the statement: the journal stamped the signal before that answer, so the
+    lane, which counts the window from that stamp, finds at most ``lead_s`` of it left, which it
+    waits out in the task (``lane.decide.waits_in_task``)."""
+    return max(0.0, window_s - lead_s - max(0.0, now - committed_at))
 
 
 def send_wakes(
@@ -358,13 +359,17 @@ def finish_wakes(runtime: Runtime, pending: PendingWakes) -> None:
             if fresh:
                 sends.append((delegate_id, quiet_s))
     if sends:
-        now = time.monotonic()
+        # Sent ahead of each window's end by the lead: delivery and the lane's opening overlap
+        # the window's last moments, and the lane waits out what is left of it.
+        lead_s, now = runtime.settings.wake_lead_ms / 1000, time.monotonic()
         _enqueue_together(
             runtime,
             [
                 (
                     delegate_id,
-                    countdown_left(countdown, pending.committed_at, now) if countdown else 0.0,
+                    countdown_left(countdown, pending.committed_at, now, lead_s)
+                    if countdown
+                    else 0.0,
                 )
                 for delegate_id, countdown in sends
             ],

@@ -128,6 +128,14 @@ class Wait:
     rule: str | None = None
 
 
+def waits_in_task(wait: Wait, lead_s: float) -> bool:
+    """Whether the lane waits out this remainder of the window in the task (holding the lease
+    it took) rather than deferring: a remainder no longer than the wake's lead, which is how
+    early a window's activate is sent (``wake_lead_ms``). Deferring would cost a fresh task and
+    a second opening for a wait of milliseconds."""
+    return wait.seconds <= lead_s
+
+
 @dataclass(frozen=True)
 class Idle:
     """Nothing to run now; look again after ``countdown`` seconds (a backoff expiring soon), or

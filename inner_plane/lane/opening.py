@@ -5,6 +5,7 @@ signals, claim the batch, insert the activation row with its first conversation 
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 
@@ -108,6 +109,16 @@ def _open(
             reason=reason,
             user_turn_channel=None if turn is None else turn.channel,
         )
+        # A window about to close (the wake's activate is sent that early on purpose) is waited
+        # out here, lease held: the claim then follows its close by one round trip. A signal
+        # journaled meanwhile joins the batch, as one journaled between the read and the claim
+        # always has.
+        lead_s, waited = settings.wake_lead_ms / 1000, 0.0
+        while isinstance(decision, decide.Wait) and decide.waits_in_task(decision, lead_s - waited):
+            started = time.monotonic()
+            time.sleep(decision.seconds)
+            waited += time.monotonic() - started
+            decision = decide.decide(window.seen_later(waited), policy, first=first, reason=reason)
         if isinstance(decision, decide.Idle):
             return decision.countdown
         if isinstance(decision, decide.Wait):

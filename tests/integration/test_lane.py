@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -90,6 +91,26 @@ def test_batching_window_defers_until_quiet(runtime, context_log) -> None:
     [line] = context_log.lines("deferred")
     assert "batching window open" in line
     assert states(runtime) == {"pending": 1}
+
+
+def test_a_window_about_to_close_is_waited_out_in_the_task(runtime, context_log) -> None:
+    """An activate that comes within the wake's lead of the window's close (a publisher sends it
+    that early) waits out the rest holding the lease, then claims: one activation, started only
+    once the window has been quiet for its whole length, and no deferral."""
+    settings = runtime.settings.model_copy(
+        update={"batch_quiet_ms": 400, "batch_max_age_ms": 2_000, "wake_lead_ms": 300}
+    )
+    rt = replace(runtime, settings=settings)
+    signal = publish(kind="task.completed", source="copilot", runtime=rt)
+    time.sleep(0.2)  # about 0.2 s of the window left: within the lead
+    [activation_id] = lane(rt).run("default").activations
+    stamped = rt.signals.get(signal.id)
+    record = ActivationJournal(rt.engine).get(activation_id)
+    assert stamped is not None and record is not None
+    assert record.signal_ids == [signal.id]
+    assert record.started_at >= stamped.created_at + timedelta(milliseconds=400)
+    assert context_log.lines("deferred") == []
+    assert states(rt) == {"delivered": 1}
 
 
 def test_batch_limit_spills_into_drain_activations_in_priority_order(lane_runtime) -> None:

@@ -106,13 +106,15 @@ def test_an_activate_is_due_when_the_window_ends_as_counted_from_the_commit(
     runtime: Runtime, clean_stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The publisher's own work after the commit (here lines that take 0.3 s to write) is spent
-    inside the batching window, not added after it; and the activate is never due before the
-    window has run its length from the signal's own stamp in the journal, which the lane counts
-    from (an early activate would only defer)."""
+    inside the batching window, not added after it; and the activate is due the wake's lead
+    before the window has run its length from the signal's own stamp in the journal, which the
+    lane counts from: never earlier (the lane waits out at most the lead in the task)."""
     if clean_stores.broker.url is not None:
         pytest.skip("reads the activation queue of the Redis broker")
     redis_client(clean_stores.redis_url).delete(celery_bridge.ACTIVATION_QUEUE)
     quiet = timedelta(milliseconds=policy_source(runtime).current().base.quiet_ms)
+    lead = timedelta(milliseconds=runtime.settings.wake_lead_ms)
+    assert timedelta(0) < lead < quiet
     slow = timedelta(seconds=0.3)
     write = logs.emit_many
 
@@ -127,5 +129,5 @@ def test_an_activate_is_due_when_the_window_ends_as_counted_from_the_commit(
     [eta] = _etas(clean_stores.redis_url)
     stamped = runtime.signals.get(result.id)
     assert stamped is not None
-    assert eta >= stamped.created_at + quiet
-    assert eta <= returned - slow + quiet
+    assert eta >= stamped.created_at + quiet - lead
+    assert eta <= returned - slow + quiet - lead

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 from inner_plane.activation import Trigger
 from inner_plane.journal.lane.claims import DueWindow
-from inner_plane.lane.decide import DeferForBudget, Idle, LanePolicy, Run, Wait, decide
+from inner_plane.lane.decide import (
+    DeferForBudget,
+    Idle,
+    LanePolicy,
+    Run,
+    Wait,
+    decide,
+    waits_in_task,
+)
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 seconds = st.floats(min_value=0, max_value=10, allow_nan=False)
@@ -75,3 +83,17 @@ def test_every_decision_follows_the_rules(
             window.autonomous_last_hour < policy.wake_budget_per_hour
             or window.oldest_autonomous is None
         )
+
+
+@given(windows(), policies, st.booleans())
+def test_a_wait_waited_out_is_over(window: DueWindow, policy: LanePolicy, first: bool) -> None:
+    """The lane waits out a short remainder of the window in the task, then decides again on
+    the window as seen that much later: the wait is over (it runs, or the budget defers it)."""
+    decision = decide(window, policy, first=first, reason="wake")
+    if not isinstance(decision, Wait):
+        return
+    # Timestamps hold microseconds: a hair more than the wait, as a sleep always is.
+    later = decide(window.seen_later(decision.seconds + 2e-6), policy, first=first, reason="wake")
+    assert isinstance(later, Run | DeferForBudget)
+    assert waits_in_task(decision, decision.seconds)
+    assert not waits_in_task(decision, decision.seconds / 2)

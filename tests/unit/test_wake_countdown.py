@@ -36,3 +36,14 @@ def test_a_clock_read_before_the_commit_leaves_the_whole_window(
     window: float, committed_at: float, before: float
 ) -> None:
     assert countdown_left(window, committed_at, committed_at - before) == window
+
+
+@given(window=seconds, lead=seconds, committed_at=seconds, elapsed=seconds)
+def test_an_activate_with_a_lead_is_due_that_much_before_the_window_ends(
+    window: float, lead: float, committed_at: float, elapsed: float
+) -> None:
+    now = committed_at + elapsed
+    left = countdown_left(window, committed_at, now, lead)
+    assert 0.0 <= left <= max(0.0, window - lead)
+    if left > 0:
+        assert now + left == pytest.approx(committed_at + window - lead, abs=1e-6)

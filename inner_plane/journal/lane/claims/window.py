@@ -5,8 +5,8 @@ Each reads the fence ("fenced") or "due" from :mod:`inner_plane.journal.predicat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, TextClause, text
@@ -50,6 +50,11 @@ class DueWindow:
     # The attention policy version in force, and when it was put in force (None: the settings).
     policy_version: int | None = None
     policy_changed_at: datetime | None = None
+
+    def seen_later(self, seconds: float) -> DueWindow:
+        """The same window as its statement would see it ``seconds`` later, with nothing newly
+        due: only the clock moves (a window that is due has no ``next_available_in``)."""
+        return replace(self, now=self.now + timedelta(seconds=seconds))
 
 
 def _due_window_sql(extra_columns: str = "") -> str:
