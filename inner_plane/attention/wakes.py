@@ -164,20 +164,36 @@ def _send(
     args: Sequence[Any],
     lock: LaneLock | None = None,
 ) -> Sent:
-    pool = client.connection_pool
     command = (len(keys), *keys, *args)
+    return _send_now(client, ("EVALSHA", _SHA[script], *command), script, command, lock)
+
+
+def send_command(client: redis.Redis, *command: Any) -> Sent:
+    """Send one plain command now, on a pooled connection of its own; read its reply with
+    :func:`answer` after the work that rides beside it."""
+    return _send_now(client, command, "", command, None)
+
+
+def _send_now(
+    client: redis.Redis,
+    wire: tuple[Any, ...],
+    script: str,
+    args: tuple[Any, ...],
+    lock: LaneLock | None,
+) -> Sent:
+    pool = client.connection_pool
     connection: Any = None
     try:
         connection = pool.get_connection()
-        connection.send_command("EVALSHA", _SHA[script], *command)
+        connection.send_command(*wire)
     except BaseException as error:
         if connection is not None:
             connection.disconnect()
             pool.release(connection)
         if not isinstance(error, redis.RedisError):
             raise
-        return Sent(client, script, command, None, str(error)[:200], lock)
-    return Sent(client, script, command, connection, lock=lock)
+        return Sent(client, script, args, None, str(error)[:200], lock)
+    return Sent(client, script, args, connection, lock=lock)
 
 
 def answer(sent: Sent) -> Any:
@@ -191,6 +207,8 @@ def answer(sent: Sent) -> Any:
         try:
             return connection.read_response()
         except redis.exceptions.NoScriptError:  # a Redis that restarted: sent in full once
+            if not sent.script:
+                raise
             connection.send_command("EVAL", sent.script, *sent.args)
             return connection.read_response()
     except BaseException:

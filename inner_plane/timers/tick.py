@@ -11,6 +11,7 @@ work of redundant ticks when two beats run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import uuid
@@ -23,7 +24,8 @@ from typing import Any, cast
 import redis
 
 from inner_plane import logs, redis_keys
-from inner_plane.journal.timers.store import TimerJournal, TimerSchedule
+from inner_plane.attention import wakes
+from inner_plane.journal.timers.store import TimerSchedule
 from inner_plane.journal.timers.ticks import CursorUpdate, DueTimer, TickJournal
 from inner_plane.publish import DraftRows, SignalDraft, validate
 from inner_plane.runtime import Runtime, get_runtime
@@ -335,61 +337,84 @@ def static_timers(path: Path) -> StaticTimers:
     return cached
 
 
-def _take_leader(runtime: Runtime) -> bool:
+def _send_leader_take(runtime: Runtime) -> wakes.Sent:
+    """The leader lock's ``SET NX``, sent now and answered by :func:`_leader_taken`."""
     ttl_ms = max(1, int(runtime.settings.timers_tick_s * 800))
+    key = redis_keys.beat_leader()
+    return wakes.send_command(runtime.redis, "SET", key, uuid.uuid4().hex, "NX", "PX", ttl_ms)
+
+
+def _leader_taken(sent: wakes.Sent) -> bool:
     try:
-        taken = runtime.redis.set(redis_keys.beat_leader(), uuid.uuid4().hex, nx=True, px=ttl_ms)
+        return wakes.answer(sent) is not None
     except redis.RedisError as error:
         # Redis is only the fast path: tick anyway, the journal's dedup keeps it correct.
         logs.emit("timers_leader_lock_unavailable", reason=str(error)[:200])
         return True
-    return bool(taken)
 
 
 def tick(runtime: Runtime | None = None, now: datetime | None = None) -> TickReport:
     """Run one tick. ``now`` defaults to the database clock."""
     runtime = runtime or get_runtime()
     settings = runtime.settings
-    if settings.timers_leader_lock and not _take_leader(runtime):
-        return TickReport(ran=False)
-    now = now or TimerJournal(runtime.engine).now()
+    # The leader lock's take rides beside the tick's first reads (the clock, the first due
+    # timers), which write nothing: a tick that finds the lock held returns before any write.
+    leader = _send_leader_take(runtime) if settings.timers_leader_lock else None
+    try:
+        # One connection for the tick's statements (each its own autocommit statement).
+        with TickJournal.on(runtime.engine) as journal:
+            now = now or journal.now()
+            first_due = journal.due(now, settings.timers_batch)
+            sent, leader = leader, None
+            if sent is not None and not _leader_taken(sent):
+                return TickReport(ran=False)
+            return _ticked(runtime, journal, now, first_due)
+    finally:
+        if leader is not None:  # a read failed before the answer was read: return its connection
+            with contextlib.suppress(redis.RedisError):
+                wakes.answer(leader)
+
+
+def _ticked(
+    runtime: Runtime, journal: TickJournal, now: datetime, first_due: list[DueTimer]
+) -> TickReport:
+    settings = runtime.settings
     report = TickReport(ran=True, now=now)
-    # One connection for the tick's statements (each its own autocommit statement).
-    with TickJournal.on(runtime.engine) as journal:
-        run = _Run(runtime, now, report, journal)
-        source = static_timers(timers_file(settings))
-        specs, reread = source.get()
-        if reread and source.error is not None:
-            logs.emit("timers_file_invalid", source=SOURCE, reason=str(source.error))
-        by_name = {spec.name: _static(spec) for spec in specs}
-        states = run.journal.static_states(sorted(by_name))
-        report.static_timers = len(states)
+    run = _Run(runtime, now, report, journal)
+    source = static_timers(timers_file(settings))
+    specs, reread = source.get()
+    if reread and source.error is not None:
+        logs.emit("timers_file_invalid", source=SOURCE, reason=str(source.error))
+    by_name = {spec.name: _static(spec) for spec in specs}
+    states = run.journal.static_states(sorted(by_name))
+    report.static_timers = len(states)
+    run.handle(
+        [
+            (
+                by_name[state["name"]],
+                state["last_moment"],
+                state["last_moment"] or state["first_seen_at"],
+            )
+            for state in states
+        ]
+    )
+
+    # A batch's timers leave the due set once handled (their next moment is after now), so
+    # each round reads new ones; MAX_ROUNDS bounds a tick facing a backlog, the rest wait.
+    batch = settings.timers_batch
+    for round_ in range(MAX_ROUNDS):
+        rows = first_due if round_ == 0 else run.journal.due(now, batch)
+        report.dynamic_timers += len(rows)
         run.handle(
             [
-                (
-                    by_name[state["name"]],
-                    state["last_moment"],
-                    state["last_moment"] or state["first_seen_at"],
-                )
-                for state in states
-            ]
+                (_dynamic(row), row["last_moment"], row["last_moment"] or row["created_at"])
+                for row in rows
+            ],
+            dynamic=True,
         )
+        if len(rows) < batch:
+            break
+    else:
+        logs.emit("timers_backlog", source=SOURCE, rounds=MAX_ROUNDS, batch=batch)
 
-        # A batch's timers leave the due set once handled (their next moment is after now), so
-        # each round reads new ones; MAX_ROUNDS bounds a tick facing a backlog, the rest wait.
-        batch = settings.timers_batch
-        for _ in range(MAX_ROUNDS):
-            rows = run.journal.due(now, batch)
-            report.dynamic_timers += len(rows)
-            run.handle(
-                [
-                    (_dynamic(row), row["last_moment"], row["last_moment"] or row["created_at"])
-                    for row in rows
-                ],
-                dynamic=True,
-            )
-            if len(rows) < batch:
-                break
-        else:
-            logs.emit("timers_backlog", source=SOURCE, rounds=MAX_ROUNDS, batch=batch)
     return report

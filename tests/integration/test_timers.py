@@ -13,7 +13,7 @@ import pytest
 from psycopg import pq
 from sqlalchemy import event, text
 
-from inner_plane import logs
+from inner_plane import logs, redis_keys
 from inner_plane.attention import live as attention_live
 from inner_plane.attention.live import policy_source
 from inner_plane.config import build_settings
@@ -363,8 +363,8 @@ def test_a_tick_on_the_database_clock_runs_every_statement_in_autocommit(
     finally:
         event.remove(timers_rt.engine, "after_cursor_execute", after_execute)
     assert report.fired_names == ["pulse"]
-    # The clock, the static timers' states, the due read and the write that fired.
-    assert [word for word, _ in statuses] == ["SELECT", "WITH", "SELECT", "WITH"]
+    # The clock, the due read, the static timers' states and the write that fired.
+    assert [word for word, _ in statuses] == ["SELECT", "SELECT", "WITH", "WITH"]
     assert {status for _, status in statuses} == {pq.TransactionStatus.IDLE}
 
 
@@ -403,8 +403,9 @@ def test_a_tick_publishes_one_or_many_due_timers_in_the_same_statements(
     many, fired_many = _tick_statements(timers_rt)
 
     assert (fired_one, fired_many) == (1, 149)
-    # The clock, the static timers' states, the due read and the one write, either way.
-    assert one == many == ["SELECT", "WITH", "SELECT", "WITH"]
+    # The clock, the due read (both beside the leader lock's take), the static timers' states
+    # and the one write, either way.
+    assert one == many == ["SELECT", "SELECT", "WITH", "WITH"]
     published = {s["timer"] for s in timer_signals(timers_rt) if s["timer"] in set(names)}
     assert published == set(names)
 
@@ -420,6 +421,33 @@ def test_leader_lock_skips_a_redundant_tick(runtime: Runtime) -> None:
     rt = build_runtime(settings, registry=KindRegistry())
     assert tick(rt).ran is True
     assert tick(rt).ran is False
+
+
+def test_a_tick_that_finds_the_leader_lock_held_writes_nothing(runtime: Runtime) -> None:
+    """The lock's take is answered after the tick's first reads (the clock, the due timers),
+    which it rides beside: a tick that finds the lock held has read, and written nothing."""
+    settings = build_settings(
+        database_url=runtime.settings.database_url,
+        redis_url=runtime.settings.redis_url,
+        data_dir=runtime.settings.data_dir,
+        timers_tick_s=30,
+        timers_file=Path("/nonexistent/timers.toml"),
+    )
+    rt = build_runtime(settings, registry=KindRegistry())
+    add_timer({"name": "held", "purpose": "p", "every_s": 60}, runtime=rt)
+    _make_due(rt, ["held"])
+    rt.redis.set(redis_keys.beat_leader(), "another beat", px=30_000)
+    assert tick(rt).ran is False
+    assert timer_signals(rt, "held") == []
+    [before] = [t for t in list_timers(runtime=rt) if t.name == "held"]
+    assert before.last_fired is None
+    rt.redis.delete(redis_keys.beat_leader())
+    report = tick(rt)
+    assert report.ran is True and report.fired_names == ["held"]
+    assert len(timer_signals(rt, "held")) == 1
+    # The pool's connections answer their own commands (none holds the take's reply).
+    rt.redis.set("probe", "value")
+    assert rt.redis.get("probe") == "value"
 
 
 def test_retention_deletes_only_old_finished_signals(runtime: Runtime) -> None:

@@ -186,6 +186,11 @@ class TickJournal:
         with single_statement(engine) as connection:
             yield cls(connection)
 
+    def now(self) -> datetime:
+        """The database's clock, which the tick decides by unless told another."""
+        value: datetime = self.connection.execute(select(func.now())).scalar_one()
+        return value
+
     def due(self, now: datetime, limit: int) -> list[DueTimer]:
         """Up to ``limit`` due dynamic timers, earliest first (the rule: ``timers.due_now``)."""
         found = _DUE_FORM.execute(self.connection, {"now": now, "limit": limit})
