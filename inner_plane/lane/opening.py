@@ -65,6 +65,34 @@ def open_step(
         raise
 
 
+def _wait_out(
+    window: claims.DueWindow,
+    wait: decide.Wait,
+    policy: decide.LanePolicy,
+    settings: Settings,
+    first: bool,
+    reason: str,
+) -> decide.Decision:
+    """A window about to close (a wake's activate is sent that early on purpose) is waited out
+    here, the lease held, and the claim follows its close by one round trip; a longer wait is
+    returned, to defer. Counted from when the window's read was answered (the database stamped
+    its clock before that), so the wait ends as the window closes, never before; a signal
+    journaled meanwhile joins the batch, as one journaled between the read and the claim always
+    has."""
+    read_at = time.monotonic() if window.read_at is None else window.read_at
+    decision: decide.Decision = wait
+    for _ in range(8):  # each look is later than the last: a few at most
+        decision = decide.decide(
+            window.seen_later(time.monotonic() - read_at), policy, first=first, reason=reason
+        )
+        if not isinstance(decision, decide.Wait):
+            return decision
+        if not decide.waits_in_task(decision, settings.wake_lead_ms / 1000):
+            break
+        time.sleep(decision.seconds)
+    return decision
+
+
 def _open(
     transaction: Transaction,
     settings: Settings,
@@ -109,16 +137,8 @@ def _open(
             reason=reason,
             user_turn_channel=None if turn is None else turn.channel,
         )
-        # A window about to close (the wake's activate is sent that early on purpose) is waited
-        # out here, lease held: the claim then follows its close by one round trip. A signal
-        # journaled meanwhile joins the batch, as one journaled between the read and the claim
-        # always has.
-        lead_s, waited = settings.wake_lead_ms / 1000, 0.0
-        while isinstance(decision, decide.Wait) and decide.waits_in_task(decision, lead_s - waited):
-            started = time.monotonic()
-            time.sleep(decision.seconds)
-            waited += time.monotonic() - started
-            decision = decide.decide(window.seen_later(waited), policy, first=first, reason=reason)
+        if isinstance(decision, decide.Wait):
+            decision = _wait_out(window, decision, policy, settings, first, reason)
         if isinstance(decision, decide.Idle):
             return decision.countdown
         if isinstance(decision, decide.Wait):

@@ -137,6 +137,7 @@ class Lane:
             taken = self.leases.take(
                 delegate_id, self.holder, self.settings.lease_ttl_s, self._connection
             )
+            window_read_at = time.monotonic()
             # False: held by a lane that runs, or by one that died (the Redis lock outlives it
             # by up to the TTL): the lease decides, and takes over at once from a dead holder.
             lock, lock_answered = self._lock(lock_take), True
@@ -165,7 +166,7 @@ class Lane:
             # What the take's round trip read, unless recovery changes it or a second take
             # (after waiting on a dead holder) ran without it.
             self._first_window = (
-                claims.window_answer(first_window.one())
+                claims.window_answer(first_window.one(), window_read_at)
                 if first_take and first_window.ran and not left_behind
                 else None
             )

@@ -4,6 +4,7 @@ Each reads the fence ("fenced") or "due" from :mod:`inner_plane.journal.predicat
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -50,6 +51,9 @@ class DueWindow:
     # The attention policy version in force, and when it was put in force (None: the settings).
     policy_version: int | None = None
     policy_changed_at: datetime | None = None
+    # time.monotonic() in this process when the answer was read (after the database stamped
+    # ``now``): how long ago the window was seen, without comparing two machines' clocks.
+    read_at: float | None = None
 
     def seen_later(self, seconds: float) -> DueWindow:
         """The same window as its statement would see it ``seconds`` later, with nothing newly
@@ -119,9 +123,11 @@ def window_statement(delegate_id: str, opening: bool = False) -> tuple[TextClaus
     return (_DUE_WINDOW_OPENING if opening else _DUE_WINDOW), {"delegate": delegate_id}
 
 
-def window_answer(row: Mapping[Any, Any]) -> DueWindow:
-    """The :class:`DueWindow` a row of the due-window statement says."""
+def window_answer(row: Mapping[Any, Any], read_at: float | None = None) -> DueWindow:
+    """The :class:`DueWindow` a row of the due-window statement says; ``read_at``: when its
+    round trip was answered (``time.monotonic()``; default: now)."""
     return DueWindow(
+        read_at=time.monotonic() if read_at is None else read_at,
         count=int(row["n"]),
         oldest=row["oldest"],
         newest=row["newest"],
