@@ -62,8 +62,11 @@ class DueWindow:
 
 
 def _due_window_sql(extra_columns: str = "") -> str:
+    # The clock as this statement reads it, not its transaction's start: with the lease's take
+    # before it in one transaction, the window's ages are those of the read, which the lane's
+    # in-task wait counts from (its answer arrives just after).
     return f"""
-    SELECT d.n, d.oldest, d.newest, d.interrupt, now() AS now,
+    SELECT d.n, d.oldest, d.newest, d.interrupt, clock_timestamp() AS now,
            EXISTS (SELECT 1 FROM user_turns
                     WHERE delegate_id = :delegate AND state = 'queued') AS user_turn_waiting,
            EXISTS (SELECT 1 FROM signals
