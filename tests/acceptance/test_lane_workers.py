@@ -247,6 +247,54 @@ def test_fifty_wakes_in_one_window_make_exactly_one_activation(runtime, children
     assert set(record.signal_ids) == ids
 
 
+def test_a_wake_sent_ahead_of_its_window_claims_as_the_window_closes_never_before(
+    runtime, children, log_dir
+) -> None:
+    """The activate of a window goes out the wake's lead before the window closes; the worker
+    waits out the rest holding the lease: one activation with the whole burst, started only once
+    the newest signal has been quiet for the window, and no deferral on any signal."""
+    quiet_ms, lead_ms = 400, 150
+    start_workers(
+        children,
+        _stores(runtime),
+        log_dir,
+        ["ahead"],
+        {"steps": 1},
+        INNER_PLANE_BATCH_QUIET_MS=str(quiet_ms),
+        INNER_PLANE_BATCH_MAX_AGE_MS="4000",
+        INNER_PLANE_WAKE_LEAD_MS=str(lead_ms),
+    )
+    publisher = replace(
+        runtime,
+        settings=runtime.settings.model_copy(
+            update={
+                "batch_quiet_ms": quiet_ms,
+                "batch_max_age_ms": 4_000,
+                "wake_lead_ms": lead_ms,
+            }
+        ),
+    )
+    ids = {
+        publish(kind="task.completed", source="ahead", data={"n": n}, runtime=publisher).id
+        for n in range(5)
+    }
+
+    wait_until(lambda: all_delivered(runtime, 5), "5 delivered", 30)
+    [record] = activations(runtime)
+    assert set(record.signal_ids) == ids
+    with runtime.engine.connect() as connection:
+        newest, deferrals = connection.execute(
+            text(
+                "SELECT max(available_at), "
+                "(SELECT count(*) FROM signal_events WHERE event = 'deferred') "
+                "FROM signals WHERE id = ANY(:ids)"
+            ),
+            {"ids": list(ids)},
+        ).one()
+    assert (record.started_at - newest).total_seconds() >= quiet_ms / 1000
+    assert deferrals == 0
+
+
 def test_user_turn_runs_before_a_queued_background_activation(runtime, children, log_dir) -> None:
     wake = publish(kind="task.completed", source="copilot").id  # activate queued, no worker yet
     send_activate(runtime, "default")
