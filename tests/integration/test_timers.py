@@ -410,7 +410,9 @@ def test_a_tick_publishes_one_or_many_due_timers_in_the_same_statements(
     assert published == set(names)
 
 
-def test_leader_lock_skips_a_redundant_tick(runtime: Runtime) -> None:
+@pytest.fixture
+def leader_rt(runtime: Runtime) -> Runtime:
+    """The test runtime with the leader lock on (its default) and no static timers."""
     settings = build_settings(
         database_url=runtime.settings.database_url,
         redis_url=runtime.settings.redis_url,
@@ -418,22 +420,18 @@ def test_leader_lock_skips_a_redundant_tick(runtime: Runtime) -> None:
         timers_tick_s=30,
         timers_file=Path("/nonexistent/timers.toml"),
     )
-    rt = build_runtime(settings, registry=KindRegistry())
-    assert tick(rt).ran is True
-    assert tick(rt).ran is False
+    return build_runtime(settings, registry=KindRegistry())
 
 
-def test_a_tick_that_finds_the_leader_lock_held_writes_nothing(runtime: Runtime) -> None:
+def test_leader_lock_skips_a_redundant_tick(leader_rt: Runtime) -> None:
+    assert tick(leader_rt).ran is True
+    assert tick(leader_rt).ran is False
+
+
+def test_a_tick_that_finds_the_leader_lock_held_writes_nothing(leader_rt: Runtime) -> None:
     """The lock's take is answered after the tick's first reads (the clock, the due timers),
     which it rides beside: a tick that finds the lock held has read, and written nothing."""
-    settings = build_settings(
-        database_url=runtime.settings.database_url,
-        redis_url=runtime.settings.redis_url,
-        data_dir=runtime.settings.data_dir,
-        timers_tick_s=30,
-        timers_file=Path("/nonexistent/timers.toml"),
-    )
-    rt = build_runtime(settings, registry=KindRegistry())
+    rt = leader_rt
     add_timer({"name": "held", "purpose": "p", "every_s": 60}, runtime=rt)
     _make_due(rt, ["held"])
     rt.redis.set(redis_keys.beat_leader(), "another beat", px=30_000)
