@@ -356,8 +356,8 @@ class Journaled:
         via: str,
         prepared: list[_Prepared],
         inserted: set[uuid.UUID],
-        stored: dict[uuid.UUID, SignalIdentity] | None = None,
-        committed_at: float | None = None,
+        stored: dict[uuid.UUID, SignalIdentity],
+        committed_at: float,
     ) -> None:
         self.runtime = runtime
         self.via = via
@@ -365,9 +365,9 @@ class Journaled:
         self.inserted = inserted
         # time.monotonic() when the statement that journaled them was answered: their wake
         # windows count from then (attention.wakes.countdown_left).
-        self.committed_at = time.monotonic() if committed_at is None else committed_at
+        self.committed_at = committed_at
         # What the journal holds for the duplicates: a replay answers with the stored signal.
-        self.stored = stored or {}
+        self.stored = stored
 
     def announce(self) -> list[PublishResult]:
         """Log every signal (published, downgraded or deduplicated), record the downgrades, and

@@ -67,7 +67,6 @@ def open_step(
 
 def _wait_out(
     window: claims.DueWindow,
-    wait: decide.Wait,
     policy: decide.LanePolicy,
     settings: Settings,
     first: bool,
@@ -78,19 +77,16 @@ def _wait_out(
     returned, to defer. Counted from when the window's read was answered (the database stamped
     its clock before that), so the wait ends as the window closes, never before; a signal
     journaled meanwhile joins the batch, as one journaled between the read and the claim always
-    has."""
+    has. Each look is later than the last: the loop ends once the window has closed."""
     read_at = time.monotonic() if window.read_at is None else window.read_at
-    decision: decide.Decision = wait
-    for _ in range(8):  # each look is later than the last: a few at most
+    lead_s = settings.wake_lead_ms / 1000
+    while True:
         decision = decide.decide(
             window.seen_later(time.monotonic() - read_at), policy, first=first, reason=reason
         )
-        if not isinstance(decision, decide.Wait):
+        if not isinstance(decision, decide.Wait) or not decide.waits_in_task(decision, lead_s):
             return decision
-        if not decide.waits_in_task(decision, settings.wake_lead_ms / 1000):
-            break
         time.sleep(decision.seconds)
-    return decision
 
 
 def _open(
@@ -138,7 +134,7 @@ def _open(
             user_turn_channel=None if turn is None else turn.channel,
         )
         if isinstance(decision, decide.Wait):
-            decision = _wait_out(window, decision, policy, settings, first, reason)
+            decision = _wait_out(window, policy, settings, first, reason)
         if isinstance(decision, decide.Idle):
             return decision.countdown
         if isinstance(decision, decide.Wait):

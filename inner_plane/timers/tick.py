@@ -416,5 +416,4 @@ def _ticked(
             break
     else:
         logs.emit("timers_backlog", source=SOURCE, rounds=MAX_ROUNDS, batch=batch)
-
     return report

@@ -85,6 +85,9 @@ def test_invalid_log_format_names_the_variable(monkeypatch: pytest.MonkeyPatch) 
         ("INNER_PLANE_DB_POOL_SIZE", "0", "greater than or equal to 1"),
         ("INNER_PLANE_DEDUP_TTL_S", "-5", "greater than or equal to 1"),
         ("INNER_PLANE_FLOWER_PORT", "70000", "less than or equal to 65535"),
+        ("INNER_PLANE_WAKE_LEAD_MS", "soon", "valid integer"),
+        ("INNER_PLANE_WAKE_LEAD_MS", "-1", "greater than or equal to 0"),
+        ("INNER_PLANE_WAKE_LEAD_MS", "1001", "less than or equal to 1000"),
     ],
 )
 def test_invalid_values_name_the_variable(

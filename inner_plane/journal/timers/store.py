@@ -174,14 +174,19 @@ class StaticTimerState(TypedDict):
     updated_at: datetime
 
 
+def database_now(connection: Connection) -> datetime:
+    """The database's clock, which timers are decided by (the API's writes, the tick)."""
+    value: datetime = connection.execute(select(func.now())).scalar_one()
+    return value
+
+
 class TimerJournal:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def now(self) -> datetime:
         with reading(self.engine) as connection:
-            value: datetime = connection.execute(select(func.now())).scalar_one()
-            return value
+            return database_now(connection)
 
     # Dynamic timers.
 

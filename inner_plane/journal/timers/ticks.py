@@ -52,6 +52,7 @@ from inner_plane.journal.timers.store import (
     TIMERS,
     StaticTimerState,
     TimerSchedule,
+    database_now,
     due_now,
 )
 
@@ -188,8 +189,7 @@ class TickJournal:
 
     def now(self) -> datetime:
         """The database's clock, which the tick decides by unless told another."""
-        value: datetime = self.connection.execute(select(func.now())).scalar_one()
-        return value
+        return database_now(self.connection)
 
     def due(self, now: datetime, limit: int) -> list[DueTimer]:
         """Up to ``limit`` due dynamic timers, earliest first (the rule: ``timers.due_now``)."""
