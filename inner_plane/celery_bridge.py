@@ -168,8 +168,15 @@ def send(
     # On Redis the message and its task-sent event go in one round trip (a producer batch is
     # one pipeline), not one each.
     with app.producer_or_acquire() as producer, producer.batch():
-        result = app.send_task(name, producer=producer, **options)
+        result = app.send_task(name, producer=producer, declare=_NO_DECLARE, **options)
     return str(result.id)
+
+
+# On Redis, Celery routes a task to its queue through the anonymous exchange (by the queue's
+# name: the list the worker reads), so declaring the queue again before each message binds
+# nothing the message needs; the workers declare their queues. Skipping it is about a seventh of
+# a message's cost to the sender (kombu copies and binds the queue on every publish).
+_NO_DECLARE: tuple[Queue, ...] = ()
 
 
 def _trace_headers() -> dict[str, Any] | None:
@@ -196,6 +203,9 @@ def send_together(settings: Settings, tasks: Sequence[TaskSend]) -> list[str]:
         return [send(settings, only.name, only.queue, only.args, countdown=only.countdown)]
     app = sender(settings)
     ids: list[str] = []
+    redis_only: dict[str, Any] = (
+        {} if is_amqp(settings.effective_broker_url) else {"declare": _NO_DECLARE}
+    )
     with app.producer_or_acquire() as producer, producer.batch():
         for task in tasks:
             result = app.send_task(
@@ -205,6 +215,7 @@ def send_together(settings: Settings, tasks: Sequence[TaskSend]) -> list[str]:
                 countdown=_delay(settings, task.countdown),
                 producer=producer,
                 headers=_trace_headers(),
+                **redis_only,
             )
             ids.append(str(result.id))
     return ids

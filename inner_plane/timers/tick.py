@@ -64,9 +64,10 @@ class TickReport:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Timer:
-    """What the tick needs of a timer, static or dynamic."""
+    """What the tick needs of a timer, static or dynamic, with what it derives from them made
+    once: a dynamic timer's _Timer is reused by every tick that finds its definition unchanged."""
 
     key: uuid.UUID | str
     name: str
@@ -79,18 +80,18 @@ class _Timer:
     catch_up_s: float
     # The activation whose tool set this timer: every moment it publishes names it (loop guard).
     caused_by: uuid.UUID | None = None
+    recurrence: str = field(init=False)
+    # Whether the signal model accepts every field the tick takes from this timer. TimerSpec
+    # checked them when the timer was stored or loaded; a row can still be edited behind the
+    # model's back, so the tick checks again, cheaply, before it trusts them.
+    model_accepts: bool = field(init=False)
+    # The mode as the model's member; None for a timer the model does not accept.
+    mode_member: Mode | None = field(init=False)
 
-    @functools.cached_property
-    def recurrence(self) -> str:
-        return self.schedule.describe()
-
-    @functools.cached_property
-    def model_accepts(self) -> bool:
-        """Whether the signal model accepts every field the tick takes from this timer. TimerSpec
-        checked them when the timer was stored or loaded; a row can still be edited behind the
-        model's back, so the tick checks again, cheaply, before it trusts them."""
-        purpose, recurrence, priority = self.purpose, self.recurrence, self.priority
-        return (
+    def __post_init__(self) -> None:
+        recurrence = self.schedule.describe()
+        purpose, priority = self.purpose, self.priority
+        accepts = (
             is_identifier(self.delegate_id)
             and is_identifier(self.name)
             and self.mode in _MODES
@@ -100,11 +101,10 @@ class _Timer:
             and "\x00" not in purpose
             and "\x00" not in recurrence
         )
-
-    @functools.cached_property
-    def mode_member(self) -> Mode:
-        """The mode as the model's member; only for a timer ``model_accepts``."""
-        return Mode(self.mode)
+        # Frozen: set once here, as the dataclass's own __init__ sets the fields.
+        object.__setattr__(self, "recurrence", recurrence)
+        object.__setattr__(self, "model_accepts", accepts)
+        object.__setattr__(self, "mode_member", Mode(self.mode) if accepts else None)
 
 
 def signal_for(timer: _Timer, moment: datetime) -> dict[str, Any]:
