@@ -45,7 +45,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-logo --no-cache
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict inner_plane workers beat_schedule
+	$(BIN)/mypy --strict inner_plane workers beat_schedule bench tests/support
 
 # Lint first (seconds), then types and the two test legs side by side (make -j; each one's output
 # is printed whole when it ends, so they do not interleave): the whole suite with Redis as broker

@@ -234,7 +234,8 @@ def pubsub_round_trip(redis_url: str, deltas: int = DELTAS) -> list[float]:
     got = threading.Event()
 
     def read() -> None:
-        for message in pubsub.listen():
+        # redis-py leaves PubSub.listen unannotated (a generator of message dicts).
+        for message in pubsub.listen():  # type: ignore[no-untyped-call]
             times.append((time.time() - float(message["data"])) * 1000)
             got.set()
             if len(times) >= deltas:
@@ -274,7 +275,7 @@ def main() -> None:
             accept: list[float] = []
             baseline: list[float] = []
             for round_no in range(ACCEPT_ROUNDS):
-                sides = [
+                sides: list[Callable[[], None]] = [
                     lambda: accept.extend(turn_accept(api_url, token, TURNS // ACCEPT_ROUNDS)),
                     lambda: baseline.extend(bare_insert(bare_url, TURNS // ACCEPT_ROUNDS)),
                 ]
@@ -284,7 +285,7 @@ def main() -> None:
             relay: list[float] = []
             pubsub: list[float] = []
             for round_no in range(ACCEPT_ROUNDS):
-                measures = [
+                measures: list[Callable[[], None]] = [
                     lambda: relay.extend(
                         asyncio.run(_hold(api_url, token, 1, DELTAS // ACCEPT_ROUNDS, runtime))[0]
                     ),

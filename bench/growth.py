@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from sqlalchemy import event, text
@@ -170,16 +170,17 @@ def load(url: str, size: int, seed: int = 15) -> None:
             sid = uuid.uuid4()
             at = now - timedelta(minutes=5)
             data = "{}"
+            expires: datetime | None
             if n < 100:
-                mode, available, expires = "next-turn", at, r"\N"
+                mode, available, expires = "next-turn", at, None
             elif n < 120:
-                mode, available, expires = "wake", now + timedelta(days=1), r"\N"
+                mode, available, expires = "wake", now + timedelta(days=1), None
             elif n < 170:
                 mode, available, expires = "ambient", at, now - timedelta(minutes=1)
             else:  # retained ambient, pending until its TTL runs out
                 mode, available, expires = "ambient", at, now + timedelta(days=7)
                 data = json.dumps({"summary": f"{words[n % len(words)]} {words[n // 7 % 10]}"})
-            exp = expires if isinstance(expires, str) else _ts(expires)
+            exp = r"\N" if expires is None else _ts(expires)
             yield (
                 f"{sid}\t{_delegate(n * 7)}\ttask.completed\tlive\t{mode}\t50\t{data}\ttrusted\t"
                 f"live{n}\tpending\t0\t5\t{_ts(at)}\t{_ts(at)}\t{_ts(available)}\t{exp}\t"
@@ -369,9 +370,9 @@ def loaded_at(url: str) -> datetime:
 
 def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
     """The database for one size: kept from an earlier run when its data has this version."""
-    url = make_url(database.sqlalchemy_url(base_url)).set(database=f"growth_{label}")
+    url = make_url(plain.sqlalchemy_url(base_url)).set(database=f"growth_{label}")
     url_text = url.render_as_string(hide_password=False)
-    admin = make_url(database.sqlalchemy_url(base_url)).set(database="postgres")
+    admin = make_url(plain.sqlalchemy_url(base_url)).set(database="postgres")
     admin_url = plain.libpq_url(admin.render_as_string(hide_password=False))
     name = f"growth_{label}"
     with psycopg.connect(admin_url, autocommit=True) as connection:
@@ -553,6 +554,17 @@ def add_wake(j: Journal, d: str, n: int) -> None:
 Series = dict[str, dict[str, list[list[float]]]]
 
 
+class Measured(Protocol):
+    """What :class:`RunQueue` reads of a measured plane: its label and its runtime (a
+    :class:`Journal` here, bench.growth_delegates' ``Plane`` there)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def runtime(self) -> Runtime: ...
+
+
 class RunQueue:
     """Time the bench's thread and a journal's PostgreSQL backends spent runnable but waiting
     for a core (Linux's /proc/<pid>/schedstat, second field, in ns). On a shared machine that
@@ -563,7 +575,7 @@ class RunQueue:
         self.own = Path(f"/proc/self/task/{threading.get_native_id()}/schedstat")
         self.backends: dict[str, list[int]] = {}
 
-    def refresh(self, j: Journal) -> None:
+    def refresh(self, j: Measured) -> None:
         """The journal's backends (its database is its own, so every client backend is ours)."""
         with j.runtime.engine.connect() as connection:
             self.backends[j.label] = list(
@@ -575,7 +587,7 @@ class RunQueue:
                 ).scalars()
             )
 
-    def waited_ns(self, j: Journal) -> int:
+    def waited_ns(self, j: Measured) -> int:
         total = 0
         for path in (self.own, *(Path(f"/proc/{pid}/schedstat") for pid in self.backends[j.label])):
             try:

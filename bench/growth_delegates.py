@@ -276,9 +276,9 @@ def clean(url: str) -> None:
 
 
 def prepare(base_url: str, delegates: int, label: str, reload: bool) -> str:
-    url = make_url(database.sqlalchemy_url(base_url)).set(database=f"delegates_{label}")
+    url = make_url(plain.sqlalchemy_url(base_url)).set(database=f"delegates_{label}")
     url_text = url.render_as_string(hide_password=False)
-    admin = make_url(database.sqlalchemy_url(base_url)).set(database="postgres")
+    admin = make_url(plain.sqlalchemy_url(base_url)).set(database="postgres")
     admin_url = plain.libpq_url(admin.render_as_string(hide_password=False))
     name = f"delegates_{label}"
     with psycopg.connect(admin_url, autocommit=True) as connection:
@@ -484,7 +484,7 @@ def measure(planes: list[Plane], rounds: int, repeats: int) -> tuple[Series, Ser
     n = 0
     for round_ in range(rounds + 1):
         for p in planes:
-            queue.refresh(p)  # type: ignore[arg-type]  (its backends include `status`'s)
+            queue.refresh(p)  # its backends include `status`'s
         for name, (op, before, after) in ops.items():
             for _ in range(repeats):
                 n += 1
@@ -494,11 +494,11 @@ def measure(planes: list[Plane], rounds: int, repeats: int) -> tuple[Series, Ser
                 for p in planes[n % 3 :] + planes[: n % 3]:
                     if before is not None:
                         before(p, d, n)
-                    waited = queue.waited_ns(p)  # type: ignore[arg-type]
+                    waited = queue.waited_ns(p)
                     t0 = time.perf_counter_ns()
                     op(p, d, n)
                     elapsed = time.perf_counter_ns() - t0
-                    waited = queue.waited_ns(p) - waited  # type: ignore[arg-type]
+                    waited = queue.waited_ns(p) - waited
                     if after is not None:
                         after(p, d, n)
                     if round_:

@@ -56,6 +56,7 @@ from starlette.concurrency import run_in_threadpool
 
 from bench import harness
 from bench.harness import QUICK, ROOT, median, p99, ratio
+from inner_plane.journal.signals.store import NewSignal
 from inner_plane.runtime import get_runtime
 from tests.support.stores import Stores
 
@@ -75,7 +76,7 @@ SOURCE = "external.bench"
 # --- the bare baseline server (imported by its uvicorn workers as bench.http) -------------------
 
 
-def _bare_row(signal: dict[str, Any]) -> dict[str, Any]:
+def _bare_row(signal: dict[str, Any]) -> NewSignal:
     # The same row the publish path writes for this signal, with its policy defaults filled in.
     return {
         "id": uuid.uuid4(),

@@ -82,7 +82,9 @@ class RawProbe:
             args=(time.time(), self.key),
         )
         wait_until(lambda: rt.redis.llen(self.key) > len(raw), 30, "probe")
-        sent, started = (float(x) for x in rt.redis.lindex(self.key, len(raw)).split(":"))  # type: ignore[union-attr]
+        entry = rt.redis.lindex(self.key, len(raw))
+        assert isinstance(entry, str)  # the runtime's client decodes responses
+        sent, started = (float(x) for x in entry.split(":"))
         raw.append((started - sent) * 1000)
 
 
@@ -113,8 +115,7 @@ class WakeProbes:
         returned = time.time()
         wait_until(
             lambda r=result: (
-                (s := rt.signals.get(r.id)) is not None  # type: ignore[misc]
-                and s.state.value == "delivered"
+                (s := rt.signals.get(r.id)) is not None and s.state.value == "delivered"
             ),
             30,
         )
@@ -274,15 +275,13 @@ def benchmark(stores: Stores) -> None:
         with rt.engine.connect() as connection:
 
             def fanout_done() -> bool:
-                return (
-                    connection.execute(
-                        text(
-                            "SELECT count(*) FROM signals WHERE source = 'fanout' "
-                            "AND state = 'delivered'"
-                        )
-                    ).scalar_one()
-                    == DELEGATES
-                )
+                delivered: int = connection.execute(
+                    text(
+                        "SELECT count(*) FROM signals WHERE source = 'fanout' "
+                        "AND state = 'delivered'"
+                    )
+                ).scalar_one()
+                return delivered == DELEGATES
 
             wait_until(fanout_done, 600, "fan-out delivered")
         fanout_s = time.monotonic() - t0

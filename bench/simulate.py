@@ -41,7 +41,7 @@ from sqlalchemy.engine import make_url
 
 from bench.harness import QUICK, ROOT, emit, ratio, stores, summary, verdict
 from inner_plane.journal import database
-from inner_plane.journal.plain import libpq_url
+from inner_plane.journal.plain import libpq_url, sqlalchemy_url
 
 DELEGATES = 1_000
 KINDS = (
@@ -244,7 +244,7 @@ def main() -> None:
     sizes = [10_000, 100_000] if QUICK else [100_000, 1_000_000]
     figures: dict[str, Any] = {}
     with stores("simulate") as started:
-        base = make_url(database.sqlalchemy_url(started.database_url))
+        base = make_url(sqlalchemy_url(started.database_url))
         runs = {}
         for size in sizes:
             url = base.set(database=f"inner_plane_simulate_{size}").render_as_string(

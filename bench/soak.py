@@ -29,7 +29,7 @@ from sqlalchemy import create_engine, text
 
 from bench import harness
 from bench.harness import ratio, verdict
-from inner_plane.journal.database import sqlalchemy_url
+from inner_plane.journal.plain import sqlalchemy_url
 from inner_plane.services.embedded import free_port
 from inner_plane.services.plane import read_state
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from amqp.exceptions import NotFound
-from kombu import Connection
+from kombu import Connection, Queue
 from kombu.transport.native_delayed_delivery import MAX_NUMBER_OF_BITS_TO_USE, level_name
 
 from inner_plane import celery_bridge
@@ -91,7 +91,7 @@ class SessionBroker:
             channel = connection.channel()
             for name in names:
                 try:
-                    channel.queue_purge(name)
+                    Queue(name, channel=channel).purge()
                 except NotFound:  # not declared yet; the error closed the channel
                     channel = connection.channel()
 

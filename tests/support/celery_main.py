@@ -27,7 +27,7 @@ def _without_celery_commands(**params: Any) -> Any:
 
 def main() -> None:
     # Before Celery's command line is imported: it reads the entry points at import.
-    importlib.metadata.entry_points = _without_celery_commands  # type: ignore[assignment]
+    importlib.metadata.entry_points = _without_celery_commands
     with collector_held():  # as `python -m workers` loads it
         from celery.__main__ import main as celery_main
 

@@ -401,7 +401,7 @@ def broker_holds(plane: Plane, task: str) -> str | None:
 
     client = redis.Redis(unix_socket_path=str(plane.redis_socket()), socket_timeout=5)
 
-    def carries(raw: bytes) -> bool:
+    def carries(raw: bytes | str) -> bool:
         message = json.loads(raw)
         message = message[0] if isinstance(message, list) else message  # unacked: [msg, ex, rk]
         return task.encode() in base64.b64decode(message["body"])

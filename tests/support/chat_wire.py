@@ -24,7 +24,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from tests.support.model_wire import ModelServer, WireError
 
@@ -46,6 +46,19 @@ def call(name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
 
 
 Policy = Callable[[list[dict[str, Any]]], ChatReply]
+
+
+class _Function(TypedDict):
+    name: str
+    arguments: str  # JSON text
+
+
+class _ToolCall(TypedDict):
+    """One entry of an assistant message's ``tool_calls``, as the wire carries it."""
+
+    id: str
+    type: str
+    function: _Function
 
 
 class ChatServer(ModelServer):
@@ -149,7 +162,7 @@ class ChatServer(ModelServer):
         else:
             reply = ChatReply(content="ok")
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        calls = [
+        calls: list[_ToolCall] = [
             {
                 "id": f"call_{uuid.uuid4().hex[:12]}",
                 "type": "function",

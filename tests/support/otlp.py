@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from google.protobuf.message import DecodeError
-from google.rpc import status_pb2
+from google.rpc import status_pb2  # type: ignore[import-untyped]  # has .pyi, no py.typed
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 

@@ -34,6 +34,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from inner_plane.config import build_settings
 from inner_plane.journal import database
+from inner_plane.journal.plain import sqlalchemy_url
 from inner_plane.runtime import redis_client
 from inner_plane.services.embedded import EmbeddedServices
 from inner_plane.services.embedded_postgres import EmbeddedPostgres
@@ -188,7 +189,7 @@ def _no_disk_flushes(server_url: str) -> None:
     through the WAL as before (synchronous_commit is untouched: the lane's tests read it). Fault
     tests run planes of their own, with their own servers, which this leaves alone."""
     admin = create_engine(
-        make_url(database.sqlalchemy_url(server_url)).set(database="postgres"),
+        make_url(sqlalchemy_url(server_url)).set(database="postgres"),
         isolation_level="AUTOCOMMIT",
     )
     try:
@@ -203,11 +204,7 @@ def _no_disk_flushes(server_url: str) -> None:
 
 
 def _with_database(url: str, name: str) -> str:
-    return (
-        make_url(database.sqlalchemy_url(url))
-        .set(database=name)
-        .render_as_string(hide_password=False)
-    )
+    return make_url(sqlalchemy_url(url)).set(database=name).render_as_string(hide_password=False)
 
 
 def _slot_database(server_url: str, slot: str | None) -> str:
@@ -223,7 +220,7 @@ def _slot_database(server_url: str, slot: str | None) -> str:
     database.upgrade(template)
     name = f"{TEST_DATABASE}_{slot}"
     admin = create_engine(
-        make_url(database.sqlalchemy_url(server_url)).set(database="postgres"),
+        make_url(sqlalchemy_url(server_url)).set(database="postgres"),
         isolation_level="AUTOCOMMIT",
     )
     try:
@@ -301,7 +298,7 @@ def truncate_all(url: str) -> None:
     engine = _engines.get(url)
     if engine is None:
         engine = _engines[url] = create_engine(
-            database.sqlalchemy_url(url), pool_size=1, max_overflow=2, pool_pre_ping=True
+            sqlalchemy_url(url), pool_size=1, max_overflow=2, pool_pre_ping=True
         )
     with engine.begin() as connection:
         tables = list(connection.execute(text(_WRITTEN_TABLES)).scalars())
@@ -319,7 +316,7 @@ def scratch_database(stores: Stores, prefix: str = "inner_plane_scratch") -> Ite
     """A fresh, empty database on the test server (its URL), dropped afterwards."""
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     url = (
-        make_url(database.sqlalchemy_url(stores.database_url))
+        make_url(sqlalchemy_url(stores.database_url))
         .set(database=name)
         .render_as_string(hide_password=False)
     )
@@ -328,7 +325,7 @@ def scratch_database(stores: Stores, prefix: str = "inner_plane_scratch") -> Ite
         yield url
     finally:
         admin = create_engine(
-            make_url(database.sqlalchemy_url(url)).set(database="postgres"),
+            make_url(sqlalchemy_url(url)).set(database="postgres"),
             isolation_level="AUTOCOMMIT",
         )
         try:

@@ -106,8 +106,8 @@ def _handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
             if self._account() is None:
                 return
             query = parse_qs(urlsplit(self.path).query)
-            to = (query.get("To") or [None])[0]
-            sender = (query.get("From") or [None])[0]
+            to = next(iter(query.get("To", [])), None)
+            sender = next(iter(query.get("From", [])), None)
             with provider.lock:
                 listed = [
                     m
