@@ -207,7 +207,7 @@ def benchmark(stores: Stores, profile: cProfile.Profile | None = None) -> None:
     figures["tick_vs_sql_floor_p50"] = ratio(figures["tick_p50_ms"], figures["tick_sql_p50_ms"], 2)
     figures["tick_vs_sql_floor_p99"] = ratio(figures["tick_p99_ms"], figures["tick_sql_p99_ms"], 2)
     figures["tick_process_p50_ms"] = round(
-        median(t - q for t, q in zip(tick_ms, tick_sql_ms, strict=True)), 3
+        median([t - q for t, q in zip(tick_ms, tick_sql_ms, strict=True)]), 3
     )
     figures["tick_per_due_timer_ms"] = round(
         figures["tick_p50_ms"] / max(1.0, figures["due_per_run_mean"]), 3
