@@ -38,6 +38,7 @@ from inner_plane.services.embedded import free_port
 from inner_plane.services.embedded_postgres import EmbeddedPostgres
 from inner_plane.services.embedded_redis import EmbeddedRedis
 from inner_plane.services.plane import read_state
+from inner_plane.services.processes import node_name
 from tests.support.processes import ChildProcess
 
 CLI = [sys.executable, "-m", "inner_plane"]
@@ -422,7 +423,7 @@ def kill_signals_worker_holding_a_wake(plane: Plane, delegate: str) -> tuple[str
     outstanding, send a wake (the broker acknowledges it and hands it at once to the paused
     socket), check the broker holds it nowhere, and kill the worker. A wake that did not reach the
     paused worker (it was between two BRPOPs) is let through, and the next one tried."""
-    worker = plane.started_pid("signals-worker")
+    worker = answering_worker(plane, "signals-worker", node_name("signals"))
     for _attempt in range(5):
         os.kill(worker, signal.SIGSTOP)
         task = send_wake(plane, delegate)
@@ -435,6 +436,26 @@ def kill_signals_worker_holding_a_wake(plane: Plane, delegate: str) -> tuple[str
         os.kill(worker, signal.SIGCONT)
         wait_delivered(plane, task, timeout=60)
     raise AssertionError("the paused signals worker never took a wake")
+
+
+def answering_worker(plane: Plane, name: str, node: str, timeout: float = 120) -> int:
+    """The pid of worker ``name`` as `up` last started it, once it runs and its Celery node
+    answers a ping (its consumer is up). After a kill `up` restarts a worker only after a
+    backoff that grows with each exit in the last minute (up to 30 s), so the last start may
+    still be the dead one's."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = plane.started_pid(name)
+        try:
+            os.kill(pid, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        if alive and celery_bridge.ping_worker(plane.settings, node, timeout=1.0):
+            return pid
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} was not running and answering within {timeout:g} s")
+        time.sleep(0.2)
 
 
 def send_wake(plane: Plane, delegate: str) -> str:
