@@ -126,10 +126,15 @@ def test_send_publish_many_journals_every_signal(worker: ChildProcess, runtime: 
         for n in range(50)
     ]
     signals.append(dict(signals[0]))  # a duplicate inside the batch
-    celery_bridge.send_publish_many(runtime.settings, signals)
+    offset = len(worker.output())
+    task_id = celery_bridge.send_publish_many(runtime.settings, signals)
     wait_until(lambda: runtime.signals.count() == 50, "50 signals in the journal")
     ids = {s.id for s in runtime.signals.list(limit=100)}
     assert ids == {derive_signal_id("default", "beat", f"tick-{n}") for n in range(50)}
+    # The worker writes its lines after the commit: the task is over only once it says so (a
+    # later test on this worker reads the lines that follow its own start).
+    lines = wait_task_done(worker, task_id, offset)
+    assert "succeeded" in lines[-1], lines
 
 
 BAD_SIGNALS = [
@@ -195,6 +200,8 @@ BAD_SIGNALS = [
 def test_bad_signal_is_rejected_without_retry(
     worker: ChildProcess, runtime: Runtime, signal: Any, reason: str
 ) -> None:
+    # Only this task's lines follow the offset: nothing an earlier test sent is still running.
+    wait_until(lambda: queue_is_drained(runtime), "the queue to drain")
     offset = len(worker.output())
     task_id = celery_bridge.send_publish(runtime.settings, signal)
     lines = wait_task_done(worker, task_id, offset)
