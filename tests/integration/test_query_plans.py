@@ -26,6 +26,7 @@ from inner_plane.composer.compose import ContextComposer
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import thoughtflow
 from inner_plane.journal.conversation.context import snapshot
+from inner_plane.journal.database import single_statement
 from inner_plane.journal.operator import reads
 from inner_plane.journal.operator.lane_view import ActivationJournal
 from inner_plane.journal.retention import delete_finished_signals
@@ -359,6 +360,71 @@ def test_the_timer_tick_reads_and_writes_timers_by_index(history: Runtime) -> No
     assert scans and "Seq Scan" not in write, write
     assert all("pk_timers" in line or "Bitmap Heap Scan" in line for line in scans), write
     assert "pk_timers" in write, write
+
+
+TIMERS_AT_SCALE = 200_000  # two per delegate with 100,000 delegates
+FIRED = 500
+
+
+def test_the_tick_marks_the_dead_entries_its_due_read_walks_past(runtime: Runtime) -> None:
+    """Migration 0031: each firing leaves a dead entry in ix_timers_due at the timer's old, past
+    moment, in front of every due one. With 200,000 timers the planner took a bitmap scan for
+    the tick's read, which never marks an entry dead: every tick read the heap page of each one
+    until the next vacuum (bench.growth: 402 pages for 20 due timers). The read takes the due ids
+    by an index-only scan, which marks each dead entry it meets, so the next tick passes them
+    without the heap: its cost does not grow with the firings since the last vacuum."""
+    settings = runtime.settings.model_copy(update={"timers_leader_lock": False})
+    rt = replace(runtime, settings=settings)
+    # One timer in FIRED_EVERY is due, spread over the table's pages (as timers that came due
+    # one by one would be); the others come due in a month. Statistics taken while they are
+    # due (as autovacuum's may be): the planner expects due rows, and for one statement over
+    # the whole table it took a bitmap scan.
+    with rt.engine.begin() as connection:
+        connection.execute(
+            text(
+                """
+                INSERT INTO timers (id, delegate_id, name, purpose, timezone, every_s, start_at,
+                                    mode, missed, catch_up_s, state, next_due, created_by,
+                                    created_at)
+                SELECT gen_random_uuid(), 'd' || g, 'check', 'p', 'UTC', 86400, due, 'wake',
+                       'latest', 60, 'active', due, 'scale', now() - interval '1 day'
+                  FROM generate_series(1, :rows) g,
+                       LATERAL (SELECT CASE WHEN g % :every = 0 THEN now() - interval '1 second'
+                                ELSE now() + interval '30 days' + random() * interval '1 day'
+                                END AS due) d
+                """
+            ),
+            {"rows": TIMERS_AT_SCALE, "every": TIMERS_AT_SCALE // FIRED},
+        )
+    with single_statement(rt.engine) as connection:
+        connection.execute(text("VACUUM ANALYZE timers"))
+    # A tick fires each due timer: FIRED dead entries in front of the due range, each pointing
+    # to the page its timer was on.
+    fired = tick(rt)
+    assert fired.fired + fired.caught_up == FIRED, fired
+    with StatementLog(rt.engine) as log:
+        assert tick(rt).dynamic_timers == 0  # its read walks past the FIRED dead entries
+    [(read, parameters)] = [
+        (statement, parameters)
+        for statement, parameters in log.statements.items()
+        if statement.startswith("SELECT timers.id")
+    ]
+    raw = rt.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {read}", parameters)
+        [[[plan]]] = cursor.fetchall()
+        raw.rollback()
+    finally:
+        raw.close()
+    nodes, walked = [plan["Plan"]], 0
+    while walked < len(nodes):
+        nodes.extend(nodes[walked].get("Plans", ()))
+        walked += 1
+    due_scans = [node for node in nodes if node.get("Index Name") == "ix_timers_due"]
+    buffers = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
+    assert buffers < FIRED // 10, plan  # the heap of FIRED dead entries, read again: ~FIRED
+    assert [node["Node Type"] for node in due_scans] == ["Index Only Scan"], plan
 
 
 def test_the_composer_snapshot_keeps_one_generic_plan_on_a_long_conversation(

@@ -86,8 +86,14 @@ class TimerRow(Base):
             unique=True,
             postgresql_where=text("state = 'active'"),
         ),
-        # The tick's query: active timers whose next moment has come.
-        Index("ix_timers_due", "next_due", postgresql_where=text("state = 'active'")),
+        # The tick's query: active timers whose next moment has come, their ids from the index
+        # alone (an index-only scan marks the dead entries that firings leave: migration 0031).
+        Index(
+            "ix_timers_due",
+            "next_due",
+            postgresql_include=["id"],
+            postgresql_where=text("state = 'active'"),
+        ),
         # Keyset pages for operators.
         Index("ix_timers_delegate_created", "delegate_id", "created_at", "id"),
         # One timer per tool effect, however often the activation's work is rerun.

@@ -163,11 +163,22 @@ _ADVANCE_STATIC = DriverForm(_move_and_journal(STATIC, STATIC.c.name, Text(), _U
 
 
 _DUE_KEYS = tuple(DueTimer.__annotations__)
-_DUE = (
-    select(*[TIMERS.c[key] for key in _DUE_KEYS])
+# The due timers' ids in order, from ix_timers_due alone (it carries the id), then their rows by
+# primary key. A firing leaves a dead entry at the timer's old moment, in front of the live ones:
+# an index-only scan marks each one it meets, so later ticks skip it without the heap. A bitmap
+# scan, which the planner picks for one statement over a large table, never marks them and reads
+# the heap page of every one on every tick until vacuum (migration 0031).
+_DUE_IDS = (
+    select(TIMERS.c.id)
     .where(due_now(bindparam("now", type_=_TS)))
     .order_by(TIMERS.c.next_due)
     .limit(bindparam("limit"))
+)
+# By primary key, an array of the ids: a join to the ids let the planner read every timer.
+_DUE = (
+    select(*[TIMERS.c[key] for key in _DUE_KEYS])
+    .where(TIMERS.c.id == any_(func.array(_DUE_IDS.scalar_subquery())))
+    .order_by(TIMERS.c.next_due)
 )
 _DUE_FORM = DriverForm(_DUE)
 
