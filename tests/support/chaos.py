@@ -40,6 +40,7 @@ from inner_plane.services.embedded_redis import EmbeddedRedis
 from inner_plane.services.plane import read_state
 from inner_plane.services.processes import node_name
 from tests.support.processes import ChildProcess
+from tests.support.waiting import wait_until
 
 CLI = [sys.executable, "-m", "inner_plane"]
 SOURCE = "chaos"
@@ -443,19 +444,16 @@ def answering_worker(plane: Plane, name: str, node: str, timeout: float = 120) -
     answers a ping (its consumer is up). After a kill `up` restarts a worker only after a
     backoff that grows with each exit in the last minute (up to 30 s), so the last start may
     still be the dead one's."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def answering() -> int | None:
         pid = plane.started_pid(name)
         try:
             os.kill(pid, 0)
-            alive = True
         except ProcessLookupError:
-            alive = False
-        if alive and celery_bridge.ping_worker(plane.settings, node, timeout=1.0):
-            return pid
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{name} was not running and answering within {timeout:g} s")
-        time.sleep(0.2)
+            return None
+        return pid if celery_bridge.ping_worker(plane.settings, node, timeout=1.0) else None
+
+    return wait_until(answering, f"{name} running and answering a ping", timeout, interval=0.2)
 
 
 def send_wake(plane: Plane, delegate: str) -> str:

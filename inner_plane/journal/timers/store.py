@@ -20,6 +20,7 @@ from sqlalchemy import (
     Double,
     Engine,
     Index,
+    Select,
     SmallInteger,
     Table,
     Text,
@@ -131,6 +132,14 @@ STATIC = cast(Table, StaticTimerStateRow.__table__)
 def due_now(now: datetime | ColumnElement[datetime]) -> ColumnElement[bool]:
     """What is due: an active timer whose next moment has come (served by ix_timers_due)."""
     return and_(TIMERS.c.state == "active", TIMERS.c.next_due <= now)
+
+
+def due_ids_query(
+    now: datetime | ColumnElement[datetime], limit: int | ColumnElement[int]
+) -> Select[Any]:
+    """The ids of up to ``limit`` due timers, earliest first: from ix_timers_due alone, which
+    carries the id (an index-only scan, which marks the dead entries firings leave)."""
+    return select(TIMERS.c.id).where(due_now(now)).order_by(TIMERS.c.next_due).limit(limit)
 
 
 class TimerNameTaken(Exception):
@@ -268,9 +277,8 @@ class TimerJournal:
 
     def due_ids(self, now: datetime, limit: int) -> list[uuid.UUID]:
         """The plain indexed query for due timers (beat's check; the benchmark's baseline)."""
-        query = select(TIMERS.c.id).where(due_now(now)).order_by(TIMERS.c.next_due).limit(limit)
         with reading(self.engine) as connection:
-            return [row[0] for row in connection.execute(query)]
+            return [row[0] for row in connection.execute(due_ids_query(now, limit))]
 
     # Static timers.
 

@@ -53,7 +53,7 @@ from inner_plane.journal.timers.store import (
     StaticTimerState,
     TimerSchedule,
     database_now,
-    due_now,
+    due_ids_query,
 )
 
 _TS = DateTime(timezone=True)
@@ -168,12 +168,7 @@ _DUE_KEYS = tuple(DueTimer.__annotations__)
 # an index-only scan marks each one it meets, so later ticks skip it without the heap. A bitmap
 # scan, which the planner picks for one statement over a large table, never marks them and reads
 # the heap page of every one on every tick until vacuum (migration 0031).
-_DUE_IDS = (
-    select(TIMERS.c.id)
-    .where(due_now(bindparam("now", type_=_TS)))
-    .order_by(TIMERS.c.next_due)
-    .limit(bindparam("limit"))
-)
+_DUE_IDS = due_ids_query(bindparam("now", type_=_TS), bindparam("limit"))
 # By primary key, an array of the ids: a join to the ids let the planner read every timer.
 _DUE = (
     select(*[TIMERS.c[key] for key in _DUE_KEYS])
