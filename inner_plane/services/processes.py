@@ -46,28 +46,35 @@ def celery_command(role: str, settings: Settings, concurrency: int | None = None
     # `celery -A workers`, with the collector held while Celery and the app load (workers/__main__).
     base = [sys.executable, "-m", "workers"]
     level = ["--loglevel", settings.log_level]
+    # Without Celery's worker-to-worker steps, which the plane never uses (its tasks are fenced by
+    # the journal, not revoked; `up`, health and status ping over remote control, which stays).
+    # Mingle waits a second at every start for other workers' revoked ids, so a worker `up`
+    # restarts after a crash consumes again a second later; Gossip has each worker read every
+    # other's heartbeats, and after a broker restart its step fails to restart and logs an ERROR
+    # ("Error on restarting Gossip") for a fault that was not one.
+    quiet = ["--without-mingle", "--without-gossip"]
     if role == "signals":
         return [
             *base, "worker", "-Q", SIGNALS_QUEUE, "-n", "signals@%h",
-            "-c", str(concurrency or 2), "--prefetch-multiplier", "1", *level,
+            "-c", str(concurrency or 2), "--prefetch-multiplier", "1", *quiet, *level,
         ]  # fmt: skip
     if role == "activation":
         # One activation at a time per worker; the lease makes it one per delegate overall.
         return [
             *base, "worker", "-Q", ACTIVATION_QUEUE,
             "-n", "activation@%h", "-c", str(concurrency or 1), "--prefetch-multiplier", "1",
-            *level,
+            *quiet, *level,
         ]  # fmt: skip
     if role == "user_turns":
         # Journals each turn at once and wakes the lane; it never runs an activation.
         return [
             *base, "worker", "-Q", USER_TURNS_QUEUE, "-n", "user_turns@%h",
-            "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *level,
+            "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *quiet, *level,
         ]  # fmt: skip
     if role == "periodic":
         return [
             *base, "worker", "-Q", PERIODIC_QUEUE, "-n", "periodic@%h",
-            "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *level,
+            "-c", str(concurrency or 1), "--prefetch-multiplier", "1", *quiet, *level,
         ]  # fmt: skip
     if role == "beat":
         schedule = settings.data_dir.resolve() / "celerybeat-schedule"
