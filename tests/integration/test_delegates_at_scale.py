@@ -19,6 +19,7 @@ from inner_plane.journal.database import engine_rows
 from inner_plane.journal.operator import delegates as delegate_reads
 from inner_plane.journal.operator import overview
 from inner_plane.runtime import Runtime
+from tests.support import plans
 
 DELEGATES = 3_000
 
@@ -144,11 +145,8 @@ def analyzed(runtime: Runtime, sql: str, params: dict[str, Any], *settings: str)
     with runtime.engine.connect() as connection:
         for setting in ("enable_seqscan = off", *settings):
             connection.exec_driver_sql(f"SET {setting}")
-        (plan,) = connection.exec_driver_sql(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params
-        ).scalar_one()
+        top = plans.analyzed(connection, sql, params)
         connection.rollback()
-    top: dict[str, Any] = plan["Plan"]
     return top
 
 
@@ -156,11 +154,6 @@ def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", []):
         yield from nodes(child)
-
-
-def buffers(plan: dict[str, Any]) -> int:
-    """The shared buffers the plan touched (hit or read)."""
-    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
 
 
 def handled(plan: dict[str, Any]) -> int:
@@ -202,7 +195,7 @@ def test_a_page_of_the_overview_reads_a_page_not_every_delegate(many: Runtime) -
         assert handled(found) <= 2 * 51, found  # a page (and a row the LIKE filter may drop)
         assert {n.get("Index Name") for n in nodes(found)} >= {"ix_people_name"}
     # (19 and 15 buffers here: the first also descends to the range; from the empty key, 28.)
-    assert buffers(pages[0]) <= buffers(pages[1]) + 5, [buffers(p) for p in pages]
+    assert plans.buffers(pages[0]) <= plans.buffers(pages[1]) + 5, [plans.buffers(p) for p in pages]
 
 
 def test_status_and_metrics_counts_read_live_rows_and_a_capped_ambient_count(

@@ -17,6 +17,7 @@ from inner_plane.journal.conversation import window as window_journal
 from inner_plane.journal.conversation.context import snapshot
 from inner_plane.journal.operator.continuity import continuity
 from inner_plane.runtime import Runtime
+from tests.support.plans import analyzed, buffers
 
 AFTER_WINDOW = 10  # messages after the window's compacted part
 GROWING = ("conversation_events", "capsules", "token_usage_daily", "context_windows")
@@ -138,10 +139,11 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _costs(runtime: Runtime, captured: list[tuple[str, Any]]) -> list[tuple[str, int, str]]:
-    """Each window read's statements run once; for each, the pages it touched (EXPLAIN
-    ANALYZE's shared buffers) and the growing tables it scanned sequentially. Sequential scans
-    are off, as in the other plan tests: a small table is scanned whole by choice, and a Seq
-    Scan left in a plan then means no index could serve it."""
+    """Each window read's statements run once; for each, the pages it touched once the
+    connection has run it (EXPLAIN ANALYZE's shared buffers, tests.support.plans) and the growing
+    tables it scanned sequentially. Sequential scans are off, as in the other plan tests: a small
+    table is scanned whole by choice, and a Seq Scan left in a plan then means no index could
+    serve it."""
     captured.clear()
     with runtime.engine.connect() as connection:
         for read in _reads(runtime):
@@ -149,12 +151,10 @@ def _costs(runtime: Runtime, captured: list[tuple[str, Any]]) -> list[tuple[str,
     found = []
     with runtime.engine.connect() as connection:
         connection.exec_driver_sql("SET enable_seqscan = off")
-        for statement, parameters in captured:
-            [[document]] = connection.exec_driver_sql(
-                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, parameters
-            ).all()
-            plan = document[0]["Plan"]
-            pages = int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
+        # A copy: running each statement before its EXPLAIN captures it again.
+        for statement, parameters in list(captured):
+            plan = analyzed(connection, statement, parameters)
+            pages = buffers(plan)
             scans = ",".join(
                 n["Relation Name"]
                 for n in _nodes(plan)
