@@ -88,6 +88,15 @@ def all_delivered(rt: Runtime, n: int) -> bool:
     return signal_states(rt) == {"delivered": n}
 
 
+def lane_state(rt: Runtime, workers: list[ChildProcess]) -> str:
+    """What a wait that ran out found: the signals and activations by state, and each worker's
+    last lines."""
+    records = activations(rt)
+    by_state = {s: sum(r.state == s for r in records) for s in {r.state for r in records}}
+    tails = {w.name: w.output().splitlines()[-5:] for w in workers}
+    return f"signals {signal_states(rt)}, activations {by_state}, workers' last lines {tails}"
+
+
 def test_four_workers_under_a_burst_never_overlap_and_deliver_everything(
     runtime, children, log_dir
 ) -> None:
@@ -105,7 +114,12 @@ def test_four_workers_under_a_burst_never_overlap_and_deliver_everything(
             send_activate(runtime, "default")
         time.sleep(0.05)
 
-    wait_until(lambda: all_delivered(runtime, 200), "200 delivered", 90)
+    wait_until(
+        lambda: all_delivered(runtime, 200),
+        "200 delivered",
+        90,
+        explain=lambda: lane_state(runtime, workers),
+    )
     wait_until(lambda: all(r.finished_at for r in activations(runtime)), "all finished", 20)
 
     records = activations(runtime)
