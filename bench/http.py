@@ -28,6 +28,13 @@ measured in the same seconds). The signals table is emptied between rounds.
 The machine is shared (2 cores, other engineers' tests): the server workers, PostgreSQL, Redis
 and this client all compete for them, so absolute figures move between runs; the ratios less.
 
+Both servers' two workers share one listening socket (uvicorn's), and the first worker to wake
+accepts every connection waiting: a measurement's 16 connections, opened at once, often all go
+to one worker (5 of 6 measurements in one probe, at 14,000 to 17,000 signals/s against 22,000
+when split 7 and 9). Each measurement's split is printed and kept
+(``<name>_connections_by_worker``, per round, most first): read a round's ratio with the splits
+of its two servers.
+
     .venv/bin/python -m bench.http [--quick]
 
 The last line is one JSON object with every figure, including ``http_single_vs_bare`` and
@@ -45,6 +52,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -163,6 +171,45 @@ def load(
     port: int, path: str, body: bytes, headers: dict[str, str], requests: int
 ) -> tuple[int, int, float, list[float]]:
     return asyncio.run(_load(port, path, body, headers, requests))
+
+
+def connections_by_worker(port: int) -> list[int]:
+    """How many of the established connections to ``port`` each server process holds, most
+    first (`ss`, Linux; empty if it cannot tell). uvicorn's workers share one listening socket,
+    and the first to wake accepts every connection waiting: the CONCURRENCY connections a
+    measurement opens at once may all go to one worker, and a server then runs on one process
+    where it has two. Recorded per measurement so a ratio can be read with its split."""
+    try:
+        listed = subprocess.run(
+            ["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
+            capture_output=True, text=True, timeout=5, check=False,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    counts: dict[str, int] = {}
+    for line in listed.splitlines():
+        for pid in line.split("pid=")[1:]:
+            key = pid.split(",", 1)[0]
+            counts[key] = counts.get(key, 0) + 1
+    return sorted(counts.values(), reverse=True)
+
+
+def load_and_split(
+    port: int, path: str, body: bytes, headers: dict[str, str], requests: int
+) -> tuple[tuple[int, int, float, list[float]], list[int]]:
+    """:func:`load`, with the connections' split over the server's workers read once while the
+    load runs (its connections open first and stay open to the end)."""
+    split: list[int] = []
+
+    def read_split() -> None:
+        time.sleep(0.25)
+        split.extend(connections_by_worker(port))
+
+    reader = threading.Thread(target=read_split, daemon=True)
+    reader.start()
+    result = load(port, path, body, headers, requests)
+    reader.join()
+    return result, split
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -508,6 +555,7 @@ def benchmark(stores: Stores) -> None:
 
         rates: dict[str, list[float]] = {name: [] for name in targets}
         lat: dict[str, list[float]] = {name: [] for name in targets}
+        splits: dict[str, list[list[int]]] = {name: [] for name in targets}
         for round_no in range(ROUNDS):
             with runtime.engine.begin() as connection:
                 connection.execute(text("TRUNCATE signals"))
@@ -516,16 +564,17 @@ def benchmark(stores: Stores) -> None:
                 order = ["bare_single", "http_single", "bare_batch", "http_batch"]
             for name in order:
                 server, path, body, headers, requests, size = targets[name]
-                ok, failed, elapsed, latencies = load(
+                (ok, failed, elapsed, latencies), split = load_and_split(
                     servers[server][0], path, body, headers, requests
                 )
                 if failed:
                     raise SystemExit(f"{name}: {failed} requests failed")
                 rates[name].append(ok * size / elapsed)
                 lat[name].extend(latencies)
+                splits[name].append(split)
                 print(
                     f"round {round_no + 1} {name:12s} {ok * size / elapsed:9.0f} signals/s "
-                    f"({ok} requests in {elapsed:.2f}s)",
+                    f"({ok} requests in {elapsed:.2f}s; connections by worker {split})",
                     flush=True,
                 )
             stored = runtime.signals.count()
@@ -547,6 +596,7 @@ def benchmark(stores: Stores) -> None:
         figures[f"{name}_signals_per_s_min"] = round(min(rates[name]), 1)
         figures[f"{name}_p50_ms"] = round(median(lat[name]) * 1000, 2)
         figures[f"{name}_p99_ms"] = round(p99(lat[name]) * 1000, 2)
+        figures[f"{name}_connections_by_worker"] = splits[name]
     for shape in ("single", "batch"):
         per_round = [
             h / b for h, b in zip(rates[f"http_{shape}"], rates[f"bare_{shape}"], strict=True)
