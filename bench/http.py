@@ -28,12 +28,13 @@ measured in the same seconds). The signals table is emptied between rounds.
 The machine is shared (2 cores, other engineers' tests): the server workers, PostgreSQL, Redis
 and this client all compete for them, so absolute figures move between runs; the ratios less.
 
-Both servers' two workers share one listening socket (uvicorn's), and the first worker to wake
-accepts every connection waiting: a measurement's 16 connections, opened at once, often all go
-to one worker (5 of 6 measurements in one probe, at 14,000 to 17,000 signals/s against 22,000
-when split 7 and 9). Each measurement's split is printed and kept
-(``<name>_connections_by_worker``, per round, most first): read a round's ratio with the splits
-of its two servers.
+The bare server's two workers share one listening socket (uvicorn's), and the first worker to
+wake accepts every connection waiting: a measurement's 16 connections, opened at once, often all
+go to one worker. `inner-plane serve --workers 2` gives each worker a socket of its own
+(inner_plane/http/listeners.py); before it did, its connections all went to one worker in 5 of 6
+measurements of a probe (14,000 to 17,000 signals/s against 22,000 when split 7 and 9). Each
+measurement's split is printed and kept (``<name>_connections_by_worker``, per round, most
+first): read a round's ratio with the splits of its two servers.
 
     .venv/bin/python -m bench.http [--quick]
 

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Annotated
+import socket
+from typing import Annotated, Any, cast
 
 import typer
 from sqlalchemy.exc import OperationalError
@@ -12,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 from inner_plane import operators
 from inner_plane.cli.common import FAILURE, fail, runtime, settings
 from inner_plane.config import load_settings
+from inner_plane.http import listeners
 from inner_plane.services.embedded import export_environment
 from inner_plane.startup import collector_held
 
@@ -52,8 +55,7 @@ def serve(
     # The app reads where it listens from here (open reads only on loopback).
     os.environ["INNER_PLANE_API_HOST"] = bind
     load_settings.cache_clear()
-    uvicorn.run(
-        APP_FACTORY,
+    options: dict[str, Any] = dict(
         factory=True,
         host=bind,
         port=port or configured.api_port,
@@ -78,6 +80,32 @@ def serve(
         # uvicorn's h11 protocol with a deadline on request heads (slow headers).
         http=BoundedH11Protocol,
     )
+    if workers > 1 and listeners.spreads_connections():
+        _serve_workers(uvicorn.Config(APP_FACTORY, **options), bind, options["port"])
+    else:
+        uvicorn.run(APP_FACTORY, **options)
+
+
+def _serve_workers(config: Any, host: str, port: int) -> None:
+    """uvicorn's supervisor over workers that each listen on a socket of their own
+    (inner_plane.http.listeners): the kernel spreads connections over them."""
+    from uvicorn.supervisors import Multiprocess
+
+    try:
+        held = listeners.reuse_port_socket(host, port)
+    except OSError as error:
+        fail(f"cannot listen on {host}:{port}: {error.strerror or error}", FAILURE)
+    logging.getLogger("uvicorn.error").info(
+        "Uvicorn running on http://%s:%d with a listening socket per worker (Press CTRL+C to quit)",
+        host,
+        port,
+    )
+    try:
+        # Each worker unpickles the stand-in as a socket of its own (a restarted one too).
+        own = cast(socket.socket, listeners.OwnListener(host, port))
+        Multiprocess(config, sockets=[own]).run()
+    finally:
+        held.close()
 
 
 def mcp(
