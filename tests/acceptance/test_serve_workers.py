@@ -42,6 +42,16 @@ def listening_workers(server: ChildProcess, port: int) -> list[int]:
     return sorted(sockets.holders(sockets.children(server.pid), port, sockets.LISTEN))
 
 
+def two_listening(server: ChildProcess, port: int, gone: int | None = None) -> list[int]:
+    """Wait until two workers listen on ``port`` (neither of them ``gone``); their pids."""
+
+    def found() -> list[int] | None:
+        workers = listening_workers(server, port)
+        return workers if len(workers) == 2 and gone not in workers else None
+
+    return wait_until(found, "two workers listening", 60)
+
+
 def burst(port: int) -> list[socket.socket]:
     """``BURST`` connections opened at once, each answered once (so its worker accepted it),
     left open."""
@@ -74,8 +84,7 @@ def test_connections_opened_at_once_are_spread_over_the_workers(
     served: tuple[ChildProcess, int],
 ) -> None:
     server, port = served
-    workers = wait_until(lambda: (w := listening_workers(server, port)) and len(w) == 2 and w,
-                         "both workers listening", 60)  # fmt: skip
+    workers = two_listening(server, port)
     # All 16 on one of two workers by chance: 2 in 65,536 per burst.
     splits = [spread(server, port) for _ in range(BURSTS)]
     assert all(len(split) == 2 and sum(split) == BURST for split in splits), (workers, splits)
@@ -85,14 +94,9 @@ def test_a_killed_worker_is_replaced_by_one_listening_on_its_own_socket(
     served: tuple[ChildProcess, int],
 ) -> None:
     server, port = served
-    first = wait_until(lambda: (w := listening_workers(server, port)) and len(w) == 2 and w,
-                       "both workers listening", 60)  # fmt: skip
+    first = two_listening(server, port)
     subprocess.run(["kill", "-9", str(first[0])], check=True)
-    replaced = wait_until(
-        lambda: (w := listening_workers(server, port)) and len(w) == 2 and first[0] not in w and w,
-        "a replacement worker listening",
-        60,
-    )
+    replaced = two_listening(server, port, gone=first[0])
     assert first[1] in replaced
     splits = [spread(server, port) for _ in range(BURSTS)]
     assert all(len(split) == 2 for split in splits), (replaced, splits)
