@@ -35,9 +35,11 @@ def spreads_connections() -> bool:
 
 def reuse_port_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host``:``port`` with ``SO_REUSEPORT``, not yet listening (asyncio
-    listens on it when the server starts)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    listens on it when the server starts). IPv6 only for an IPv6 address, as uvicorn binds: a
+    name such as ``localhost`` binds its IPv4 address whatever the resolver lists first."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    _, kind, proto, _, address = socket.getaddrinfo(
+        host, port, family=family, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     sock = socket.socket(family, kind, proto)
     try:
