@@ -67,6 +67,8 @@ from bench import harness
 from bench.harness import QUICK, ROOT, median, p99, ratio
 from inner_plane.journal.signals.store import NewSignal
 from inner_plane.runtime import get_runtime
+from tests.support.processes import children_of
+from tests.support.sockets import ESTABLISHED, holders
 from tests.support.stores import Stores
 
 AUTH_ONLY = "--auth-only" in sys.argv
@@ -174,29 +176,15 @@ def load(
     return asyncio.run(_load(port, path, body, headers, requests))
 
 
-def connections_by_worker(port: int) -> list[int]:
-    """How many of the established connections to ``port`` each server process holds, most
-    first (`ss`, Linux; empty if it cannot tell). uvicorn's workers share one listening socket,
-    and the first to wake accepts every connection waiting: the CONCURRENCY connections a
-    measurement opens at once may all go to one worker, and a server then runs on one process
-    where it has two. Recorded per measurement so a ratio can be read with its split."""
-    try:
-        listed = subprocess.run(
-            ["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
-            capture_output=True, text=True, timeout=5, check=False,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return []
-    counts: dict[str, int] = {}
-    for line in listed.splitlines():
-        for pid in line.split("pid=")[1:]:
-            key = pid.split(",", 1)[0]
-            counts[key] = counts.get(key, 0) + 1
-    return sorted(counts.values(), reverse=True)
+def connections_by_worker(server_pid: int, port: int) -> list[int]:
+    """How many of the established connections to ``port`` each worker of the server at
+    ``server_pid`` holds, most first (Linux's /proc; empty elsewhere). Recorded per
+    measurement so a ratio can be read with its split (module docstring)."""
+    return sorted(holders(children_of(server_pid), port, ESTABLISHED).values(), reverse=True)
 
 
 def load_and_split(
-    port: int, path: str, body: bytes, headers: dict[str, str], requests: int
+    server_pid: int, port: int, path: str, body: bytes, headers: dict[str, str], requests: int
 ) -> tuple[tuple[int, int, float, list[float]], list[int]]:
     """:func:`load`, with the connections' split over the server's workers read once while the
     load runs (its connections open first and stay open to the end)."""
@@ -204,7 +192,7 @@ def load_and_split(
 
     def read_split() -> None:
         time.sleep(0.25)
-        split.extend(connections_by_worker(port))
+        split.extend(connections_by_worker(server_pid, port))
 
     reader = threading.Thread(target=read_split, daemon=True)
     reader.start()
@@ -565,8 +553,9 @@ def benchmark(stores: Stores) -> None:
                 order = ["bare_single", "http_single", "bare_batch", "http_batch"]
             for name in order:
                 server, path, body, headers, requests, size = targets[name]
+                port, child = servers[server]
                 (ok, failed, elapsed, latencies), split = load_and_split(
-                    servers[server][0], path, body, headers, requests
+                    child.pid, port, path, body, headers, requests
                 )
                 if failed:
                     raise SystemExit(f"{name}: {failed} requests failed")

@@ -40,6 +40,7 @@ from tests.support.chaos import (
     send_wake,
     wait_delivered,
 )
+from tests.support.processes import children_of
 from tests.support.waiting import wait_until
 
 # The first test also waits for `up` to be ready (the module's plane): on two shared cores under
@@ -74,12 +75,6 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         for pid in set(plane_processes(data_dir)) | set(processes_mentioning(str(data_dir))):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def children_of(pid: int) -> list[int]:
-    with contextlib.suppress(OSError):
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    return []
 
 
 def assert_clean(plane: Plane, load: Load) -> None:

@@ -17,7 +17,7 @@ import pytest
 from inner_plane.http.listeners import spreads_connections
 from tests.support import sockets
 from tests.support.http_api import start_api
-from tests.support.processes import ChildProcess
+from tests.support.processes import ChildProcess, children_of
 from tests.support.stores import ROOT, Stores
 from tests.support.waiting import wait_until
 
@@ -39,7 +39,7 @@ def served(clean_stores: Stores, log_dir: Path) -> Iterator[tuple[ChildProcess, 
 
 def listening_workers(server: ChildProcess, port: int) -> list[int]:
     """The server's worker processes that listen on ``port``."""
-    return sorted(sockets.holders(sockets.children(server.pid), port, sockets.LISTEN))
+    return sorted(sockets.holders(children_of(server.pid), port, sockets.LISTEN))
 
 
 def two_listening(server: ChildProcess, port: int, gone: int | None = None) -> list[int]:
@@ -73,7 +73,7 @@ def spread(server: ChildProcess, port: int) -> list[int]:
     """How a burst's connections fell over the workers (most first)."""
     opened = burst(port)
     try:
-        held = sockets.holders(sockets.children(server.pid), port, sockets.ESTABLISHED)
+        held = sockets.holders(children_of(server.pid), port, sockets.ESTABLISHED)
         return sorted(held.values(), reverse=True)
     finally:
         for sock in opened:

@@ -79,6 +79,13 @@ class ChildProcess:
         self.kill(signal.SIGTERM)
 
 
+def children_of(pid: int) -> list[int]:
+    """The direct children of process ``pid`` (Linux's /proc; none once it is gone)."""
+    with contextlib.suppress(OSError):
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
 def celery_worker(
     name: str,
     env: dict[str, str],

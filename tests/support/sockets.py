@@ -43,14 +43,6 @@ def _socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def children(pid: int) -> list[int]:
-    try:
-        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-    return [int(child) for child in listed]
-
-
 def holders(pids: list[int], port: int, state: str) -> Counter[int]:
     """How many sockets on local ``port`` in ``state`` each of ``pids`` holds (those holding
     none are left out)."""
