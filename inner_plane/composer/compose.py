@@ -17,6 +17,7 @@ envelope), so the model knows what "yes, do it" refers to.
 from __future__ import annotations
 
 import json
+import uuid
 import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,8 +43,13 @@ from inner_plane.composer.cue import content_words, cue_words, query_text
 from inner_plane.config import ConfigError
 from inner_plane.journal import pipeline
 from inner_plane.journal.conversation import events as conversation
-from inner_plane.journal.conversation.context import HistoryMessage
-from inner_plane.journal.conversation.context import snapshot as context_snapshot
+from inner_plane.journal.conversation.context import (
+    SNAPSHOT_SQL,
+    HistoryMessage,
+    Snapshot,
+    snapshot_answer,
+    snapshot_params,
+)
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.memories import MemoryRecord, RecalledMemory
 from inner_plane.journal.operator import live
@@ -184,6 +190,27 @@ class _Fixed:
     answer_text: str | None = None  # the question the user's message answers, with its signal
 
 
+@dataclass(frozen=True)
+class ReadAhead:
+    """The composer's one read for an activation, queued by :meth:`ContextComposer.read_ahead`
+    to ride after the opening's ``COMMIT`` (one round trip less per activation); used by
+    :meth:`ContextComposer.compose` only for the activation it was queued for, as it stands."""
+
+    activation_id: uuid.UUID
+    signal_ids: tuple[uuid.UUID, ...]
+    words: tuple[str, ...]
+    notice: pipeline.Queued | None  # the live-only "memory retrieval pending"
+    record: conversation.LiveOnlyRecord
+    snapshot: pipeline.Queued
+
+    def serves(self, activation: Activation, words: list[str]) -> bool:
+        return (
+            self.activation_id == activation.id
+            and self.signal_ids == tuple(s.id for s in activation.signals)
+            and self.words == tuple(words)
+        )
+
+
 class ContextComposer:
     def __init__(
         self,
@@ -202,11 +229,51 @@ class ContextComposer:
         self.zone = zoneinfo.ZoneInfo(timezone or settings.delegate_timezone)
         self.limits = limits or Limits(history=settings.context_window_messages)
 
-    def compose(self, activation: Activation) -> WorkingContext:
+    def read_ahead(self, connection: Connection, activation: Activation) -> ReadAhead | None:
+        """Queue this activation's read (and its live-only notice) on ``connection`` to ride
+        after the statement it executes next, as ``optional`` statements: the lane's opening
+        calls this after it queued its ``COMMIT``, so a failure here is the composition's, never
+        the opening's. None when the read needs more than the activation holds (the person's
+        zone was not read with the claim)."""
+        if activation.person_zone is None:
+            return None
+        zone, _ = self._zone_of(activation)
+        words = cue_words(activation, activation.now.astimezone(zone))
+        record = _retrieval_record(activation, words)
+        try:
+            notice: pipeline.Queued | None = pipeline.after(
+                connection,
+                *live.raise_live_statement(activation.delegate_id, record, [str(activation.id)]),
+                optional=True,
+            )
+        except (SQLAlchemyError, TypeError, ValueError) as error:  # never worth the read
+            logs.emit(
+                "live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200]
+            )
+            notice = None
+        snapshot = pipeline.after(
+            connection, SNAPSHOT_SQL, self._snapshot_params(activation, words), optional=True
+        )
+        return ReadAhead(
+            activation.id,
+            tuple(s.id for s in activation.signals),
+            tuple(words),
+            notice,
+            record,
+            snapshot,
+        )
+
+    def compose(self, activation: Activation, ahead: object | None = None) -> WorkingContext:
+        """The working context; ``ahead``: what :meth:`read_ahead` queued for this activation
+        (read here again when it failed or serves another)."""
         zone, whose = self._zone_of(activation)
         local_now = activation.now.astimezone(zone)
         words = cue_words(activation, local_now)
-        found = self._read(activation, words)
+        found = self._read(
+            activation,
+            words,
+            ahead if isinstance(ahead, ReadAhead) and ahead.serves(activation, words) else None,
+        )
         token = fence.new_token()
         signals = sorted(activation.signals, key=lambda s: (-s.priority, s.created_at, str(s.id)))
         fixed = _Fixed(
@@ -261,43 +328,40 @@ class ContextComposer:
             cue=" ".join(words),
         )
 
-    def _read(self, activation: Activation, words: list[str]) -> _Found:
+    def _snapshot_params(self, activation: Activation, words: list[str]) -> dict[str, Any]:
+        carried = _carried(activation)
+        return snapshot_params(
+            delegate_id=activation.delegate_id,
+            recall_cue=query_text(words),
+            ambient_cue=query_text(content_words(activation)),
+            standing_limit=self.limits.standing,
+            recall_limit=self.limits.recall + len(carried),
+            ambient_limit=self.limits.ambient * 2,
+            history_limit=self.limits.history,
+        )
+
+    def _read(self, activation: Activation, words: list[str], ahead: ReadAhead | None) -> _Found:
         claimed = {signal.id for signal in activation.signals}
         turn_id = None if activation.user_message is None else activation.user_message.turn_id
         # Memories a claimed signal reports on are already in the envelope.
-        carried = {
-            str(signal.data.get("memory_id"))
-            for signal in activation.signals
-            if signal.kind.startswith("memory.")
-        }
-        # One statement: in autocommit it is one round trip, without a BEGIN and a ROLLBACK;
-        # the live-only "memory retrieval pending" rides along with it.
-        with single_statement(self.engine) as connection:
-            announced = _announce_retrieval(connection, activation, words)
-
-            def snapshot() -> Any:
-                return context_snapshot(
-                    connection,
-                    delegate_id=activation.delegate_id,
-                    recall_cue=query_text(words),
-                    ambient_cue=query_text(content_words(activation)),
-                    standing_limit=self.limits.standing,
-                    recall_limit=self.limits.recall + len(carried),
-                    ambient_limit=self.limits.ambient * 2,
-                    history_limit=self.limits.history,
-                )
-
-            try:
-                found = snapshot()
-            except SQLAlchemyError as error:
-                if announced:
-                    raise
-                # The round trip failed: the live-only notice is never worth the run, so the
-                # read goes again alone (its own failure is the activation's).
+        carried = _carried(activation)
+        found: Snapshot | None = None
+        announced = False
+        if ahead is not None:
+            announced = ahead.notice is not None and ahead.notice.ran
+            if announced:
+                conversation.notify_live(ahead.record)
+            if ahead.snapshot.ran:
+                found = snapshot_answer(ahead.snapshot.one())
+            else:
                 logs.emit(
-                    "live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200]
+                    "read_ahead_failed",
+                    delegate=activation.delegate_id,
+                    activation=activation.id,
+                    reason=str(ahead.snapshot.error)[:200],
                 )
-                found = snapshot()
+        if found is None:
+            found = self._read_now(activation, words, announced)
         recalled = [row for row in found.recalled if str(row["id"]) not in carried]
         recalled = recalled[: self.limits.recall]
         # A memory's own insert signal adds nothing when the memory itself is in context.
@@ -315,6 +379,29 @@ class ContextComposer:
             window=found.window_items,
             capsule=_capsule_text(found.capsule),
         )
+
+    def _read_now(self, activation: Activation, words: list[str], announced: bool) -> Snapshot:
+        """The snapshot in a round trip of its own; the live-only "memory retrieval pending"
+        rides along with it unless it was ``announced`` already."""
+        params = self._snapshot_params(activation, words)
+        with single_statement(self.engine) as connection:
+            if not announced:
+                announced = _announce_retrieval(connection, activation, words)
+
+            def snapshot() -> Snapshot:
+                return snapshot_answer(connection.execute(SNAPSHOT_SQL, params).one()._mapping)
+
+            try:
+                return snapshot()
+            except SQLAlchemyError as error:
+                if announced:
+                    raise
+                # The round trip failed: the live-only notice is never worth the run, so the
+                # read goes again alone (its own failure is the activation's).
+                logs.emit(
+                    "live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200]
+                )
+                return snapshot()
 
     def _zone_of(self, activation: Activation) -> tuple[zoneinfo.ZoneInfo, str]:
         """The person's zone if the delegate has a person, else the configured one (the lane's
@@ -497,16 +584,29 @@ def window_item(wire: dict[str, Any]) -> ContextItem:
     return ContextItem(role, content, "window", dict(wire))
 
 
-def _announce_retrieval(connection: Connection, activation: Activation, words: list[str]) -> bool:
-    """Live-only "memory retrieval pending" for the timeline (the outcome is stored later): to
-    this process's listeners, and through the live feed to every process that follows it (sent
-    along with the next statement on ``connection``). False if it could not be queued."""
-    record = conversation.live_only_record(
+def _carried(activation: Activation) -> set[str]:
+    """The memories the claimed signals report on (already in the envelope)."""
+    return {
+        str(signal.data.get("memory_id"))
+        for signal in activation.signals
+        if signal.kind.startswith("memory.")
+    }
+
+
+def _retrieval_record(activation: Activation, words: list[str]) -> conversation.LiveOnlyRecord:
+    return conversation.live_only_record(
         activation.delegate_id,
         conversation.MEMORY_RETRIEVAL,
         {"status": "pending", "cue": " ".join(words)},
         activation.id,
     )
+
+
+def _announce_retrieval(connection: Connection, activation: Activation, words: list[str]) -> bool:
+    """Live-only "memory retrieval pending" for the timeline (the outcome is stored later): to
+    this process's listeners, and through the live feed to every process that follows it (sent
+    along with the next statement on ``connection``). False if it could not be queued."""
+    record = _retrieval_record(activation, words)
     conversation.notify_live(record)
     try:
         pipeline.ahead(

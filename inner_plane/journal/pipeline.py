@@ -41,6 +41,10 @@ class Queued:
 
     sql: str
     parameters: Mapping[str, Any] | None
+    # Queued with ``optional``: its failure is its own (``error``), not the statement's it rode
+    # with.
+    optional: bool = False
+    error: Exception | None = field(default=None, repr=False)
     _rows: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
@@ -49,6 +53,8 @@ class Queued:
 
     def rows(self) -> list[dict[str, Any]]:
         if self._rows is None:
+            if self.error is not None:
+                raise RuntimeError(f"it failed: {self.error}") from self.error
             raise RuntimeError("the statement it rides along with has not run")
         return self._rows
 
@@ -95,6 +101,11 @@ def _compiled(
     connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None
 ) -> tuple[str, Mapping[str, Any] | None]:
     compiled = _form(connection.dialect, clause)
+    if compiled.literal_execute_params or compiled.post_compile_params:
+        # Values written into the statement (literal_execute) or expanded (IN lists), as
+        # SQLAlchemy's own execution renders them.
+        expanded = compiled.construct_expanded_state(dict(params or {}))
+        return expanded.statement, dict(expanded.parameters)
     # Always a mapping (empty when none): psycopg then reads ``%%`` as ``%``, as SQLAlchemy's
     # own execution does.
     return compiled.string, dict(compiled.construct_params(dict(params or {})))
@@ -109,11 +120,21 @@ def ahead(
 
 
 def after(
-    connection: Connection, clause: TextClause | str, params: Mapping[str, Any] | None = None
+    connection: Connection,
+    clause: TextClause | str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    optional: bool = False,
 ) -> Queued:
     """Send ``clause`` just after the next statement ``connection`` executes, in its round
-    trip (in the order queued)."""
-    return _queue(connection, _AFTER, clause, params)
+    trip (in the order queued).
+
+    ``optional``: a read whose failure is its own. When it fails and every other statement of
+    the round trip has been answered, the execution succeeds and the error is in the returned
+    :class:`Queued` (so are the optional statements the server then skipped). Queue it after a
+    ``COMMIT``: the transaction's fate is then settled before it runs (the lane's opening lets
+    the composer's read ride after its commit)."""
+    return _queue(connection, _AFTER, clause, params, optional)
 
 
 def at_end(
@@ -133,11 +154,15 @@ def ending(connection: Connection) -> None:
 
 
 def _queue(
-    connection: Connection, key: str, clause: TextClause | str, params: Mapping[str, Any] | None
+    connection: Connection,
+    key: str,
+    clause: TextClause | str,
+    params: Mapping[str, Any] | None,
+    optional: bool = False,
 ) -> Queued:
     _install(connection)
     sql, parameters = _compiled(connection, clause, params)
-    queued = Queued(sql, parameters)
+    queued = Queued(sql, parameters, optional)
     connection.info.setdefault(key, []).append(queued)
     return queued
 
@@ -207,19 +232,43 @@ def _ride_along(cursor: Any, statement: str, parameters: Any, context: Any) -> b
     if not ahead_of and not after_it:
         return False  # SQLAlchemy executes it as ever
     driver = cursor.connection
-    cursors = []
-    with driver.pipeline():
-        for queued in ahead_of:
-            cursors.append((queued, _send(driver, queued, connection, context)))
-        cursor.execute(statement, parameters)
+    cursors: list[tuple[Queued, Any]] = []
+    try:
+        with driver.pipeline():
+            for queued in ahead_of:
+                cursors.append((queued, _send(driver, queued, connection, context)))
+            cursor.execute(statement, parameters)
+            for queued in after_it:
+                cursors.append((queued, _send(driver, queued, connection, context)))
+    except Exception as error:
+        if not _only_optional_failed(driver, cursor, [*ahead_of, *after_it], cursors):
+            raise
+        answered = {id(queued) for queued, own in cursors if own.pgresult is not None}
         for queued in after_it:
-            cursors.append((queued, _send(driver, queued, connection, context)))
+            if id(queued) not in answered:  # failed, skipped by the server after it, or unsent
+                queued.error = error
+        for queued, own in cursors:
+            if queued.error is not None:
+                own.close()
+        cursors = [(queued, own) for queued, own in cursors if queued.error is None]
     for queued, own in cursors:
         queued._rows = _mappings(own)
         for listener in connection.dispatch.after_cursor_execute:
             listener(connection, own, queued.sql, queued.parameters, context, False)
         own.close()
     return True
+
+
+def _only_optional_failed(
+    driver: Any, cursor: Any, queued: list[Queued], cursors: list[tuple[Queued, Any]]
+) -> bool:
+    """Whether a round trip's error came from its optional statements alone: the connection
+    stands, and the statement and every statement queued without ``optional`` were sent and
+    answered (psycopg sets a cursor's result as it reads it, in order)."""
+    if driver.closed or cursor.pgresult is None:
+        return False
+    answered = {id(q) for q, own in cursors if own.pgresult is not None}
+    return all(q.optional or id(q) in answered for q in queued)
 
 
 def _send(driver: Any, queued: Queued, connection: Connection, context: Any) -> Any:

@@ -17,7 +17,7 @@ from inner_plane import logs, tracing
 from inner_plane.activation import Activation, AgentResult, Preempted, WorkingContext
 from inner_plane.activation.storable import storable_result, storable_text
 from inner_plane.activation.tokens import cost_usd
-from inner_plane.agent.port import BaseAgent, Composer
+from inner_plane.agent.port import BaseAgent, Composer, ReadsAhead
 from inner_plane.celery_bridge import send_channel_answer
 from inner_plane.config import Settings
 from inner_plane.journal.database import single_statement
@@ -25,6 +25,7 @@ from inner_plane.journal.lane import claims
 from inner_plane.journal.lane.leases import LeaseLost, fence
 from inner_plane.lane import finish
 from inner_plane.lane.guard import LaneGuard
+from inner_plane.lane.opening import QueueComposerRead
 from inner_plane.lane.records import Step, Transaction, activation_fields, log_quarantined
 from inner_plane.lane.reply_stream import ReplyStream
 from inner_plane.outbound.channels import Channel
@@ -50,6 +51,12 @@ class Activator:
     @property
     def agent_name(self) -> str:
         return getattr(self.agent, "name", type(self.agent).__name__)
+
+    @property
+    def read_ahead(self) -> QueueComposerRead | None:
+        """The composer's read-ahead, for the opening to queue after its commit, if it has one."""
+        composer = self.composer
+        return composer.read_ahead if isinstance(composer, ReadsAhead) else None
 
     def run(
         self,
@@ -205,8 +212,11 @@ class Activator:
         quarantine each of them (fenced), and compose the rest. A failure no single signal
         explains is the activation's (bounded retry), as before."""
         activation = step.activation
+        composer = self.composer
         try:
-            return self.composer.compose(activation)
+            if step.ahead is not None and isinstance(composer, ReadsAhead):
+                return composer.compose(activation, step.ahead)
+            return composer.compose(activation)
         except (LeaseLost, Preempted):
             raise
         except Exception:

@@ -24,6 +24,9 @@ from inner_plane.journal.people import people
 from inner_plane.lane import decide
 from inner_plane.lane.records import Step, Transaction, activation_fields, entry, log_quarantined
 
+# The composer's read queued on the opening's connection (agent.port.ReadsAhead.read_ahead).
+QueueComposerRead = Callable[[Connection, Activation], object | None]
+
 
 def open_step(
     transaction: Transaction,
@@ -37,6 +40,7 @@ def open_step(
     reason: str,
     first: bool,
     window: claims.DueWindow | None = None,
+    read_ahead: QueueComposerRead | None = None,
 ) -> Step | float | None:
     """The next step, or when to look again (None: not until something arrives).
 
@@ -58,6 +62,7 @@ def open_step(
             reason=reason,
             first=first,
             window=window,
+            read_ahead=read_ahead,
         )
     except DBAPIError as error:
         if is_lease_lost(error):
@@ -102,7 +107,9 @@ def _open(
     reason: str,
     first: bool,
     window: claims.DueWindow | None,
+    read_ahead: QueueComposerRead | None,
 ) -> Step | float | None:
+    ahead: object | None = None
     with transaction() as connection:
         if window is None:
             # Its commit need not wait for a WAL flush: a database crash before the activation
@@ -233,8 +240,10 @@ def _open(
         entries = [entry(activation, opening, {"reason": decision.reason})]
         if turn is not None and claimed:
             entries.append(entry(activation, conversation.CONTEXT_ATTACHED, {}))
-        # The opening's last statement: its commit rides with it.
+        # The opening's last statement: its commit rides with it, and the composer's read
+        # after the commit (optional: its failure is the composition's, not the opening's).
         pipeline.after(connection, "COMMIT")
+        ahead = _queue_read_ahead(read_ahead, connection, activation)
         activations.insert_activation(
             connection,
             activation_id=activation_id,
@@ -254,7 +263,22 @@ def _open(
     for signal in dead:
         logs.emit("dead", **logs.of_signal(signal), reason=signal.last_error)
     logs.emit("batch", **activation_fields(activation), reason=decision.reason)
-    return Step(activation, None if turn is None else turn.id)
+    return Step(activation, None if turn is None else turn.id, ahead=ahead)
+
+
+def _queue_read_ahead(
+    read_ahead: QueueComposerRead | None, connection: Connection, activation: Activation
+) -> object | None:
+    """The composer's read queued after the commit, or None: a composer that cannot say what
+    it reads before composing reads in a round trip of its own, as without it."""
+    if read_ahead is None:
+        return None
+    try:
+        return read_ahead(connection, activation)
+    except Exception as error:  # the composer's own failure shows when it composes
+        logs.emit("read_ahead_failed", delegate=activation.delegate_id, activation=activation.id,
+                  reason=f"{type(error).__name__}: {error}"[:200])  # fmt: skip
+        return None
 
 
 def _by_policy(version: int | None, rule: str | None) -> str:

@@ -30,6 +30,8 @@ class Step:
     turn_id: uuid.UUID | None
     # Its invoke_agent span (W3C traceparent), when traced: kept on the activation's row.
     traceparent: str | None = None
+    # The composer's read, queued to ride with the opening's commit (agent.port.ReadsAhead).
+    ahead: object | None = None
 
 
 def activation_fields(activation: Activation) -> dict[str, Any]:

@@ -397,6 +397,7 @@ class Lane:
             reason=reason,
             first=first,
             window=None if read is None or read.lease_epoch != epoch else read,
+            read_ahead=self.activator.read_ahead,
         )
 
     def _policy_of(self, connection: Connection, window: claims.DueWindow) -> decide.LanePolicy:

@@ -100,3 +100,94 @@ def test_a_queued_statement_is_compiled_once_and_sent_with_each_call_s_parameter
             assert built.one() == {"m": n, "n": n}
             assert plain.one() == {"m": n + 1}
         connection.rollback()
+
+
+def _ride_table(connection: Any) -> None:
+    connection.execute(text("CREATE TABLE IF NOT EXISTS ride_optional (n int)"))
+    connection.execute(text("TRUNCATE ride_optional"))
+    connection.commit()
+
+
+def test_an_optional_statement_after_the_commit_fails_alone(runtime: Runtime) -> None:
+    """A read queued ``optional`` after the COMMIT: its error is its own (and the optional
+    statements the server skipped after it carry it too); the transaction stands committed, the
+    statement it rode with answers, and the connection goes on."""
+    with runtime.engine.connect() as connection:
+        _ride_table(connection)
+        with pipeline.pipelined_transaction(connection):
+            connection.execute(text("INSERT INTO ride_optional VALUES (1)"))
+            pipeline.after(connection, "COMMIT")
+            before = pipeline.after(connection, text("SELECT 5 AS n"), optional=True)
+            failing = pipeline.after(connection, text("SELECT 1 / 0 AS n"), optional=True)
+            skipped = pipeline.after(connection, text("SELECT 6 AS n"), optional=True)
+            rows = connection.execute(text("INSERT INTO ride_optional VALUES (2) RETURNING n"))
+            assert [r.n for r in rows] == [2]
+        assert before.one() == {"n": 5}
+        for queued in (failing, skipped):
+            assert not queued.ran
+            assert "division by zero" in str(queued.error)
+            with pytest.raises(RuntimeError, match="it failed: division by zero"):
+                queued.rows()
+        with runtime.engine.connect() as other:
+            count = other.execute(text("SELECT count(*) FROM ride_optional")).scalar()
+        assert count == 2
+        assert connection.execute(text("SELECT 7")).scalar() == 7
+        connection.execute(text("DROP TABLE ride_optional"))
+        connection.commit()
+
+
+def test_an_optional_failure_that_skips_a_statement_not_optional_is_the_statement_s(
+    runtime: Runtime,
+) -> None:
+    """An optional read queued before the COMMIT: when it fails, the server skips the COMMIT
+    after it, so the execution fails as a statement's own error would and nothing commits."""
+    with runtime.engine.connect() as connection:
+        _ride_table(connection)
+        with (
+            pytest.raises(DBAPIError, match="division by zero"),
+            pipeline.pipelined_transaction(connection),
+        ):
+            failing = pipeline.after(connection, text("SELECT 1 / 0 AS n"), optional=True)
+            pipeline.after(connection, "COMMIT")
+            connection.execute(text("INSERT INTO ride_optional VALUES (1)"))
+        assert failing.error is None and not failing.ran
+        assert connection.execute(text("SELECT count(*) FROM ride_optional")).scalar() == 0
+        connection.execute(text("DROP TABLE ride_optional"))
+        connection.commit()
+
+
+def test_the_statement_s_own_failure_raises_whatever_is_optional(runtime: Runtime) -> None:
+    with runtime.engine.connect() as connection:
+        _ride_table(connection)
+        with (
+            pytest.raises(DBAPIError, match="ride_missing"),
+            pipeline.pipelined_transaction(connection),
+        ):
+            pipeline.after(connection, "COMMIT")
+            pipeline.after(connection, text("SELECT 1 AS n"), optional=True)
+            connection.execute(text("INSERT INTO ride_missing VALUES (1)"))
+        connection.execute(text("DROP TABLE ride_optional"))
+        connection.commit()
+
+
+def test_a_queued_statement_with_values_written_into_it_is_rendered_as_sqlalchemy_does(
+    runtime: Runtime,
+) -> None:
+    """A clause whose limits are written into the statement (``literal_execute``) and one with
+    an expanding IN list ride along rendered as SQLAlchemy's own execution renders them."""
+    from sqlalchemy import Integer, bindparam
+
+    limited = text("SELECT n FROM generate_series(1, 10) n WHERE n > :low LIMIT :cap").bindparams(
+        bindparam("cap", type_=Integer, literal_execute=True)
+    )
+    listed = text("SELECT n FROM generate_series(1, 10) n WHERE n IN :ns ORDER BY n").bindparams(
+        bindparam("ns", expanding=True)
+    )
+    with runtime.engine.connect() as connection:
+        for cap in (2, 3):
+            first = pipeline.ahead(connection, limited, {"low": 4, "cap": cap})
+            second = pipeline.after(connection, listed, {"ns": [2, 9, 11]})
+            connection.execute(text("SELECT 1")).all()
+            assert [r["n"] for r in first.rows()] == [5, 6, 7][:cap]
+            assert [r["n"] for r in second.rows()] == [2, 9]
+        connection.rollback()

@@ -5,7 +5,7 @@ items, :mod:`inner_plane.journal.conversation.window`, and the messages after th
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypedDict, cast
@@ -124,8 +124,7 @@ class Snapshot:
     capsule: dict[str, Any] | None = None  # the newest version: version, text, created_at
 
 
-def snapshot(
-    connection: sqlalchemy.Connection,
+def snapshot_params(
     *,
     delegate_id: str,
     recall_cue: str,
@@ -134,27 +133,37 @@ def snapshot(
     recall_limit: int,
     ambient_limit: int,
     history_limit: int,
-) -> Snapshot:
-    row = connection.execute(
-        SNAPSHOT_SQL,
-        {
-            "delegate": delegate_id,
-            "cap": DF_CAP,
-            "recall_cue": recall_cue,
-            "ambient_cue": ambient_cue,
-            "standing_limit": standing_limit,
-            "recall_limit": recall_limit,
-            "ambient_limit": ambient_limit,
-            "history_limit": history_limit,
-        },
-    ).one()
+) -> dict[str, Any]:
+    """:data:`SNAPSHOT_SQL`'s parameters, for :func:`snapshot` or for a caller that sends it
+    along with another statement (``pipeline``) and reads its row with :func:`snapshot_answer`."""
+    return {
+        "delegate": delegate_id,
+        "cap": DF_CAP,
+        "recall_cue": recall_cue,
+        "ambient_cue": ambient_cue,
+        "standing_limit": standing_limit,
+        "recall_limit": recall_limit,
+        "ambient_limit": ambient_limit,
+        "history_limit": history_limit,
+    }
+
+
+def snapshot(connection: sqlalchemy.Connection, **cues_and_limits: Any) -> Snapshot:
+    """The snapshot (``cues_and_limits``: :func:`snapshot_params`'), in one statement."""
+    row = connection.execute(SNAPSHOT_SQL, snapshot_params(**cues_and_limits)).one()
+    return snapshot_answer(row._mapping)
+
+
+def snapshot_answer(row: Mapping[Any, Any]) -> Snapshot:
+    """The snapshot from :data:`SNAPSHOT_SQL`'s one row."""
+    window = row["window"] if isinstance(row["window"], dict) else {}
     return Snapshot(
-        standing=[_standing(r) for r in row.standing],
-        recalled=[_recalled(r) for r in row.recalled],
-        ambient=[_ambient(r) for r in row.ambient],
-        history=[_history(r) for r in row.history],
-        window_items=[i for i in (row.window or {}).get("items") or [] if isinstance(i, dict)],
-        window_method=str((row.window or {}).get("method") or "none"),
-        window_version=int((row.window or {}).get("version") or 0),
-        capsule=row.capsule if isinstance(row.capsule, dict) else None,
+        standing=[_standing(r) for r in row["standing"]],
+        recalled=[_recalled(r) for r in row["recalled"]],
+        ambient=[_ambient(r) for r in row["ambient"]],
+        history=[_history(r) for r in row["history"]],
+        window_items=[i for i in window.get("items") or [] if isinstance(i, dict)],
+        window_method=str(window.get("method") or "none"),
+        window_version=int(window.get("version") or 0),
+        capsule=row["capsule"] if isinstance(row["capsule"], dict) else None,
     )
