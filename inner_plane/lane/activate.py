@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from opentelemetry.trace import Link
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from inner_plane import logs, tracing
 from inner_plane.activation import Activation, AgentResult, Preempted, WorkingContext
@@ -210,7 +212,8 @@ class Activator:
     def _compose_isolating(self, step: Step, transaction: Transaction) -> WorkingContext:
         """Compose; if that fails, find the claimed signals that cannot be composed even alone,
         quarantine each of them (fenced), and compose the rest. A failure no single signal
-        explains is the activation's (bounded retry), as before."""
+        explains is the activation's (bounded retry), as before; so is the database's own
+        (:func:`_not_the_signals`), which is never looked for signal by signal."""
         activation = step.activation
         composer = self.composer
         try:
@@ -219,8 +222,8 @@ class Activator:
             return composer.compose(activation)
         except (LeaseLost, Preempted):
             raise
-        except Exception:
-            if not activation.signals:
+        except Exception as error:
+            if not activation.signals or _not_the_signals(error):
                 raise
         culprits: list[tuple[Signal, str]] = []
         for signal in activation.signals:
@@ -244,6 +247,16 @@ class Activator:
             activation, signals=tuple(s for s in activation.signals if s.id not in bad)
         )
         return self.composer.compose(step.activation)
+
+
+def _not_the_signals(error: Exception) -> bool:
+    """A failure no signal can explain: the database's own (a lock or statement timeout, a lost
+    connection, no pooled connection free). Composing each signal alone would fail the same way
+    and set every one of them aside as dead; the activation fails instead, and its signals go
+    back to pending with the attempt counted (bounded retry)."""
+    if isinstance(error, OperationalError | SQLAlchemyTimeoutError):
+        return True
+    return isinstance(error, DBAPIError) and error.connection_invalidated
 
 
 def _price(result: AgentResult | None, settings: Settings) -> None:

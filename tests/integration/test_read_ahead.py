@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from inner_plane.activation import Activation, WorkingContext
 from inner_plane.agent.scripted import ScriptedAgent
@@ -56,12 +56,10 @@ def test_the_composer_s_read_rides_with_the_opening(quick: Runtime, context_log:
     assert context_log.lines("composed")
 
 
-def test_a_read_ahead_that_fails_leaves_the_opening_standing_and_is_read_again(
-    quick: Runtime, context_log: Any
-) -> None:
-    """The memories table is locked by another session while the opening commits, so the
-    snapshot riding after the commit fails (lock timeout); the lock is let go before the
-    composer composes, and its own read goes through."""
+@pytest.fixture
+def short_lock_wait(quick: Runtime) -> Iterator[Connection]:
+    """Every new session of the database gives up a lock wait after 0.3 s; the connection
+    returned takes locks for the test (its own transaction)."""
     database = quick.engine.url.database
     with quick.engine.connect() as admin:
         admin.execute(text(f'ALTER DATABASE "{database}" SET lock_timeout = 300'))
@@ -69,10 +67,7 @@ def test_a_read_ahead_that_fails_leaves_the_opening_standing_and_is_read_again(
     quick.engine.dispose()  # new sessions take the setting
     locker = quick.engine.connect()
     try:
-        signal = publish(kind="task.completed", source="tests", data={"x": 1}, runtime=quick)
-        locker.execute(text("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE"))
-        composer = _Watching(quick, before=locker.commit)
-        outcome = Lane(quick, ScriptedAgent(), composer, holder="ahead").run("default")
+        yield locker
     finally:
         locker.rollback()
         locker.close()
@@ -80,6 +75,19 @@ def test_a_read_ahead_that_fails_leaves_the_opening_standing_and_is_read_again(
             admin.execute(text(f'ALTER DATABASE "{database}" RESET lock_timeout'))
             admin.commit()
         quick.engine.dispose()
+
+
+def test_a_read_ahead_that_fails_leaves_the_opening_standing_and_is_read_again(
+    quick: Runtime, context_log: Any, short_lock_wait: Connection
+) -> None:
+    """The memories table is locked by another session while the opening commits, so the
+    snapshot riding after the commit fails (lock timeout); the lock is let go before the
+    composer composes, and its own read goes through."""
+    locker = short_lock_wait
+    signal = publish(kind="task.completed", source="tests", data={"x": 1}, runtime=quick)
+    locker.execute(text("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE"))
+    composer = _Watching(quick, before=locker.commit)
+    outcome = Lane(quick, ScriptedAgent(), composer, holder="ahead").run("default")
     [ahead] = composer.handed
     assert isinstance(ahead, ReadAhead) and not ahead.snapshot.ran
     assert "lock timeout" in str(ahead.snapshot.error)
@@ -92,3 +100,34 @@ def test_a_read_ahead_that_fails_leaves_the_opening_standing_and_is_read_again(
     [record] = ActivationJournal(quick.engine).recent()
     assert record.state == "completed"
     assert context_log.lines("composed")
+
+
+def test_a_database_failure_of_the_composer_s_read_fails_the_activation_not_its_signals(
+    quick: Runtime, context_log: Any, short_lock_wait: Connection
+) -> None:
+    """The composer's read fails for the database's reason (a lock held elsewhere throughout):
+    no signal explains it, so none is quarantined. The activation fails and its signals go
+    back to pending with the attempt counted, as for any failed activation, and run once the
+    lock is gone."""
+    locker = short_lock_wait
+    signals = [
+        publish(kind="task.completed", source="tests", data={"n": n}, runtime=quick).id
+        for n in range(2)
+    ]
+    locker.execute(text("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE"))
+    outcome = Lane(quick, ScriptedAgent(), _Watching(quick), holder="ahead").run("default")
+    locker.commit()
+    assert len(outcome.activations) == 1
+    [record] = ActivationJournal(quick.engine).recent()
+    assert record.state == "failed" and "lock timeout" in (record.error or "")
+    for signal_id in signals:
+        stored = quick.signals.get(signal_id)
+        assert stored is not None and stored.state is State.PENDING and stored.attempts == 1
+        assert "lock timeout" in (stored.last_error or "")
+    assert not context_log.lines("quarantined")
+    with quick.engine.begin() as connection:
+        connection.execute(text("UPDATE signals SET available_at = now()"))
+    assert Lane(quick, ScriptedAgent(), _Watching(quick), holder="ahead").run("default").activations
+    for signal_id in signals:
+        stored = quick.signals.get(signal_id)
+        assert stored is not None and stored.state is State.DELIVERED
