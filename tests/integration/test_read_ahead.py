@@ -131,3 +131,26 @@ def test_a_database_failure_of_the_composer_s_read_fails_the_activation_not_its_
     for signal_id in signals:
         stored = quick.signals.get(signal_id)
         assert stored is not None and stored.state is State.DELIVERED
+
+
+class _RaisingAhead(_Watching):
+    """A composer whose read-ahead raises before it queues anything."""
+
+    def read_ahead(self, connection: Connection, activation: Activation) -> ReadAhead | None:
+        raise ValueError("no cue for this activation")
+
+
+def test_a_read_ahead_that_raises_leaves_the_opening_standing(
+    quick: Runtime, context_log: Any
+) -> None:
+    composer = _RaisingAhead(quick)
+    signal = publish(kind="task.completed", source="tests", data={"x": 1}, runtime=quick)
+    outcome = Lane(quick, ScriptedAgent(), composer, holder="ahead").run("default")
+    assert len(outcome.activations) == 1
+    assert composer.handed == [None]  # the composer read for itself
+    [line] = context_log.lines("read_ahead_failed")
+    assert "ValueError: no cue for this activation" in line
+    stored = quick.signals.get(signal.id)
+    assert stored is not None and stored.state is State.DELIVERED
+    [record] = ActivationJournal(quick.engine).recent()
+    assert record.state == "completed"
