@@ -47,6 +47,7 @@ from inner_plane.journal.conversation.context import (
     SNAPSHOT_SQL,
     HistoryMessage,
     Snapshot,
+    read_snapshot,
     snapshot_answer,
     snapshot_params,
 )
@@ -240,17 +241,7 @@ class ContextComposer:
         zone, _ = self._zone_of(activation)
         words = cue_words(activation, activation.now.astimezone(zone))
         record = _retrieval_record(activation, words)
-        try:
-            notice: pipeline.Queued | None = pipeline.after(
-                connection,
-                *live.raise_live_statement(activation.delegate_id, record, [str(activation.id)]),
-                optional=True,
-            )
-        except (SQLAlchemyError, TypeError, ValueError) as error:  # never worth the read
-            logs.emit(
-                "live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200]
-            )
-            notice = None
+        notice = _queue_notice(connection, activation, record, ahead=False)
         snapshot = pipeline.after(
             connection, SNAPSHOT_SQL, self._snapshot_params(activation, words), optional=True
         )
@@ -388,11 +379,8 @@ class ContextComposer:
             if not announced:
                 announced = _announce_retrieval(connection, activation, words)
 
-            def snapshot() -> Snapshot:
-                return snapshot_answer(connection.execute(SNAPSHOT_SQL, params).one()._mapping)
-
             try:
-                return snapshot()
+                return read_snapshot(connection, params)
             except SQLAlchemyError as error:
                 if announced:
                     raise
@@ -401,7 +389,7 @@ class ContextComposer:
                 logs.emit(
                     "live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200]
                 )
-                return snapshot()
+                return read_snapshot(connection, params)
 
     def _zone_of(self, activation: Activation) -> tuple[zoneinfo.ZoneInfo, str]:
         """The person's zone if the delegate has a person, else the configured one (the lane's
@@ -608,15 +596,26 @@ def _announce_retrieval(connection: Connection, activation: Activation, words: l
     along with the next statement on ``connection``). False if it could not be queued."""
     record = _retrieval_record(activation, words)
     conversation.notify_live(record)
+    return _queue_notice(connection, activation, record, ahead=True) is not None
+
+
+def _queue_notice(
+    connection: Connection,
+    activation: Activation,
+    record: conversation.LiveOnlyRecord,
+    ahead: bool,
+) -> pipeline.Queued | None:
+    """The live-only notice queued to ride with the next statement on ``connection``: ahead of
+    the composer's own read, or after the opening's commit as an optional statement (the
+    read-ahead). None if it could not be queued: a notice is never worth the run."""
     try:
-        pipeline.ahead(
-            connection,
-            *live.raise_live_statement(activation.delegate_id, record, [str(activation.id)]),
-        )
-    except (SQLAlchemyError, TypeError, ValueError) as error:  # never worth failing the run
+        statement = live.raise_live_statement(activation.delegate_id, record, [str(activation.id)])
+        if ahead:
+            return pipeline.ahead(connection, *statement)
+        return pipeline.after(connection, *statement, optional=True)
+    except (SQLAlchemyError, TypeError, ValueError) as error:
         logs.emit("live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200])
-        return False
-    return True
+        return None
 
 
 def _recalled_record(row: RecalledMemory) -> dict[str, Any]:

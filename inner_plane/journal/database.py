@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from sqlalchemy import Connection, CursorResult, Engine, Row, create_engine, event, text
 from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
@@ -26,6 +28,13 @@ if TYPE_CHECKING:
 
 class SchemaError(RuntimeError):
     """The database schema does not match this version of inner-plane."""
+
+
+# Failures that mean "the journal is unreachable or unusable now" (a lost connection, a lock or
+# statement timeout, no pooled connection free, a schema of another version), as opposed to a
+# bug or a bad value: the HTTP faces answer 503, the lane fails the activation (bounded retry)
+# rather than blame a signal.
+JOURNAL_DOWN = (OperationalError, InterfaceError, PoolTimeout, SchemaError)
 
 
 _engines: dict[tuple[int, str], Engine] = {}

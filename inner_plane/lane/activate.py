@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from opentelemetry.trace import Link
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
+from sqlalchemy.exc import DBAPIError
 
 from inner_plane import logs, tracing
 from inner_plane.activation import Activation, AgentResult, Preempted, WorkingContext
@@ -22,7 +21,7 @@ from inner_plane.activation.tokens import cost_usd
 from inner_plane.agent.port import BaseAgent, Composer, ReadsAhead
 from inner_plane.celery_bridge import send_channel_answer
 from inner_plane.config import Settings
-from inner_plane.journal.database import single_statement
+from inner_plane.journal.database import JOURNAL_DOWN, single_statement
 from inner_plane.journal.lane import claims
 from inner_plane.journal.lane.leases import LeaseLost, fence
 from inner_plane.lane import finish
@@ -250,11 +249,11 @@ class Activator:
 
 
 def _not_the_signals(error: Exception) -> bool:
-    """A failure no signal can explain: the database's own (a lock or statement timeout, a lost
-    connection, no pooled connection free). Composing each signal alone would fail the same way
-    and set every one of them aside as dead; the activation fails instead, and its signals go
-    back to pending with the attempt counted (bounded retry)."""
-    if isinstance(error, OperationalError | SQLAlchemyTimeoutError):
+    """A failure no signal can explain: the journal's own (``JOURNAL_DOWN``, or a connection
+    the error invalidated). Composing each signal alone would fail the same way and set every
+    one of them aside as dead; the activation fails instead, and its signals go back to pending
+    with the attempt counted (bounded retry)."""
+    if isinstance(error, JOURNAL_DOWN):
         return True
     return isinstance(error, DBAPIError) and error.connection_invalidated
 

@@ -5,18 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from fastapi import Request
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from inner_plane.config import load_settings
-from inner_plane.journal.database import SchemaError
+from inner_plane.journal.database import JOURNAL_DOWN as JOURNAL_DOWN  # the faces: 503, not 500
 from inner_plane.journal.processors import Processor
 from inner_plane.runtime import Runtime
 from inner_plane.sources import auth, auth_throttle, credentials, errors, peers
 
 MAX_BODY_BYTES = 1024 * 1024
-# Failures that mean "the journal is unreachable" (503), as opposed to bugs (500).
-JOURNAL_DOWN = (OperationalError, InterfaceError, PoolTimeout, SchemaError)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -148,10 +148,35 @@ def snapshot_params(
     }
 
 
-def snapshot(connection: sqlalchemy.Connection, **cues_and_limits: Any) -> Snapshot:
-    """The snapshot (``cues_and_limits``: :func:`snapshot_params`'), in one statement."""
-    row = connection.execute(SNAPSHOT_SQL, snapshot_params(**cues_and_limits)).one()
-    return snapshot_answer(row._mapping)
+def snapshot(
+    connection: sqlalchemy.Connection,
+    *,
+    delegate_id: str,
+    recall_cue: str,
+    ambient_cue: str,
+    standing_limit: int,
+    recall_limit: int,
+    ambient_limit: int,
+    history_limit: int,
+) -> Snapshot:
+    """The snapshot, in one statement."""
+    return read_snapshot(
+        connection,
+        snapshot_params(
+            delegate_id=delegate_id,
+            recall_cue=recall_cue,
+            ambient_cue=ambient_cue,
+            standing_limit=standing_limit,
+            recall_limit=recall_limit,
+            ambient_limit=ambient_limit,
+            history_limit=history_limit,
+        ),
+    )
+
+
+def read_snapshot(connection: sqlalchemy.Connection, params: Mapping[str, Any]) -> Snapshot:
+    """The snapshot for :func:`snapshot_params`' ``params``, in one statement."""
+    return snapshot_answer(connection.execute(SNAPSHOT_SQL, dict(params)).one()._mapping)
 
 
 def snapshot_answer(row: Mapping[Any, Any]) -> Snapshot:
