@@ -47,7 +47,7 @@ from inner_plane.journal.conversation.context import (
     SNAPSHOT_SQL,
     HistoryMessage,
     Snapshot,
-    read_snapshot,
+    snapshot,
     snapshot_answer,
     snapshot_params,
 )
@@ -380,7 +380,7 @@ class ContextComposer:
                 announced = _announce_retrieval(connection, activation, words)
 
             try:
-                return read_snapshot(connection, params)
+                return snapshot(connection, params)
             except SQLAlchemyError as error:
                 if announced:
                     raise
@@ -389,7 +389,7 @@ class ContextComposer:
                 logs.emit(
                     "live_notice_failed", delegate=activation.delegate_id, reason=str(error)[:200]
                 )
-                return read_snapshot(connection, params)
+                return snapshot(connection, params)
 
     def _zone_of(self, activation: Activation) -> tuple[zoneinfo.ZoneInfo, str]:
         """The person's zone if the delegate has a person, else the configured one (the lane's

@@ -25,7 +25,7 @@ from inner_plane.activation import AgentResult, Disposition, Settlement
 from inner_plane.composer.compose import ContextComposer
 from inner_plane.journal.conversation import events as conversation
 from inner_plane.journal.conversation import thoughtflow
-from inner_plane.journal.conversation.context import snapshot
+from inner_plane.journal.conversation.context import snapshot, snapshot_params
 from inner_plane.journal.database import single_statement
 from inner_plane.journal.operator import reads
 from inner_plane.journal.operator.lane_view import ActivationJournal
@@ -452,13 +452,15 @@ def test_the_composer_snapshot_keeps_one_generic_plan_on_a_long_conversation(
         for _ in range(15):
             found = snapshot(
                 connection,
-                delegate_id="p5",
-                recall_cue="budget report",
-                ambient_cue="budget report",
-                standing_limit=5,
-                recall_limit=5,
-                ambient_limit=5,
-                history_limit=8,
+                snapshot_params(
+                    delegate_id="p5",
+                    recall_cue="budget report",
+                    ambient_cue="budget report",
+                    standing_limit=5,
+                    recall_limit=5,
+                    ambient_limit=5,
+                    history_limit=8,
+                ),
             )
             assert len(found.history) == 8
         plans = connection.execute(

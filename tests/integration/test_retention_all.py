@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from inner_plane.journal.conversation import window as window_journal
-from inner_plane.journal.conversation.context import snapshot
+from inner_plane.journal.conversation.context import snapshot, snapshot_params
 from inner_plane.journal.retention import TABLES, delete_old_rows, messages_kept
 from inner_plane.runtime import Runtime
 
@@ -171,8 +171,11 @@ def _window_view(runtime: Runtime) -> tuple[Any, ...]:
     with runtime.engine.connect() as connection:
         window = window_journal.read(connection, "w", WINDOW_MESSAGES)
         composed = snapshot(
-            connection, delegate_id="w", recall_cue="", ambient_cue="", standing_limit=1,
-            recall_limit=1, ambient_limit=1, history_limit=WINDOW_MESSAGES,
+            connection,
+            snapshot_params(
+                delegate_id="w", recall_cue="", ambient_cue="", standing_limit=1,
+                recall_limit=1, ambient_limit=1, history_limit=WINDOW_MESSAGES,
+            ),
         )  # fmt: skip
     return (
         [(m.seq, m.text) for m in window.messages],

@@ -194,13 +194,15 @@ def test_the_composer_snapshot_holds_typed_records(runtime: Runtime) -> None:
         raw = connection.execute(context.SNAPSHOT_SQL, params).one()
         found = context.snapshot(
             connection,
-            delegate_id="default",
-            recall_cue="tea",
-            ambient_cue="tea",
-            standing_limit=5,
-            recall_limit=5,
-            ambient_limit=5,
-            history_limit=5,
+            context.snapshot_params(
+                delegate_id="default",
+                recall_cue="tea",
+                ambient_cue="tea",
+                standing_limit=5,
+                recall_limit=5,
+                ambient_limit=5,
+                history_limit=5,
+            ),
         )
     for rows, kind in (
         (raw.standing, memories.MemoryRecord),

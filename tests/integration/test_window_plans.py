@@ -14,7 +14,7 @@ from sqlalchemy import Connection, event, text
 
 from inner_plane.journal.conversation import capsule, usage
 from inner_plane.journal.conversation import window as window_journal
-from inner_plane.journal.conversation.context import snapshot
+from inner_plane.journal.conversation.context import snapshot, snapshot_params
 from inner_plane.journal.operator.continuity import continuity
 from inner_plane.runtime import Runtime
 from tests.support.plans import analyzed, buffers
@@ -102,13 +102,15 @@ def _reads(runtime: Runtime) -> list[Callable[[Connection], Any]]:
         lambda c: window_journal.describe(c, "w"),
         lambda c: snapshot(
             c,
-            delegate_id="w",
-            recall_cue="",
-            ambient_cue="",
-            standing_limit=5,
-            recall_limit=5,
-            ambient_limit=5,
-            history_limit=200,
+            snapshot_params(
+                delegate_id="w",
+                recall_cue="",
+                ambient_cue="",
+                standing_limit=5,
+                recall_limit=5,
+                ambient_limit=5,
+                history_limit=200,
+            ),
         ),
         lambda c: capsule.refresh_state(c, "w", 50),
         lambda c: capsule.latest(c, "w"),

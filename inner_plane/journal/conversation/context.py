@@ -148,33 +148,7 @@ def snapshot_params(
     }
 
 
-def snapshot(
-    connection: sqlalchemy.Connection,
-    *,
-    delegate_id: str,
-    recall_cue: str,
-    ambient_cue: str,
-    standing_limit: int,
-    recall_limit: int,
-    ambient_limit: int,
-    history_limit: int,
-) -> Snapshot:
-    """The snapshot, in one statement."""
-    return read_snapshot(
-        connection,
-        snapshot_params(
-            delegate_id=delegate_id,
-            recall_cue=recall_cue,
-            ambient_cue=ambient_cue,
-            standing_limit=standing_limit,
-            recall_limit=recall_limit,
-            ambient_limit=ambient_limit,
-            history_limit=history_limit,
-        ),
-    )
-
-
-def read_snapshot(connection: sqlalchemy.Connection, params: Mapping[str, Any]) -> Snapshot:
+def snapshot(connection: sqlalchemy.Connection, params: Mapping[str, Any]) -> Snapshot:
     """The snapshot for :func:`snapshot_params`' ``params``, in one statement."""
     return snapshot_answer(connection.execute(SNAPSHOT_SQL, dict(params)).one()._mapping)
 
