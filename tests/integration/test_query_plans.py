@@ -37,6 +37,7 @@ from inner_plane.memory import recall, remember
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.timers import add_timer, tick
+from tests.support.waiting import wait_until
 
 GROWING = {"signals", "signal_events", "user_turns", "activations", "conversation_events", "timers"}
 ROWS = 4_000
@@ -366,6 +367,25 @@ TIMERS_AT_SCALE = 200_000  # two per delegate with 100,000 delegates
 FIRED = 500
 
 
+def _every_transaction_ended_up_to(engine: Engine, xid: str) -> bool:
+    """Whether no transaction whose id is ``xid`` or older still runs on the server."""
+    with single_statement(engine) as connection:
+        ended = connection.execute(
+            text("SELECT pg_snapshot_xmin(pg_current_snapshot()) > CAST(:xid AS xid8)"),
+            {"xid": xid},
+        ).scalar_one()
+    return bool(ended)
+
+
+def _running_transactions(engine: Engine) -> list[Any]:
+    with single_statement(engine) as connection:
+        query = text(
+            "SELECT pid, datname, backend_xid, left(query, 80) FROM pg_stat_activity "
+            "WHERE backend_xid IS NOT NULL"
+        )
+        return list(connection.execute(query).all())
+
+
 def test_the_tick_marks_the_dead_entries_its_due_read_walks_past(runtime: Runtime) -> None:
     """Migration 0031: each firing leaves a dead entry in ix_timers_due at the timer's old, past
     moment, in front of every due one. With 200,000 timers the planner took a bitmap scan for
@@ -402,6 +422,17 @@ def test_the_tick_marks_the_dead_entries_its_due_read_walks_past(runtime: Runtim
     # to the page its timer was on.
     fired = tick(rt)
     assert fired.fired + fired.caught_up == FIRED, fired
+    # An entry is marked only when its old row is dead to every transaction. One still running
+    # since before the tick committed, even in another database (another xdist worker's on the
+    # same server), holds this database's snapshots back and so keeps those rows visible. The
+    # next tick of a deployment comes seconds later, when such a transaction has long ended.
+    with single_statement(rt.engine) as connection:
+        after = connection.execute(text("SELECT pg_current_xact_id()::text")).scalar_one()
+    wait_until(
+        lambda: _every_transaction_ended_up_to(rt.engine, after),
+        f"every transaction up to {after} to end",
+        explain=lambda: _running_transactions(rt.engine),
+    )
     with StatementLog(rt.engine) as log:
         assert tick(rt).dynamic_timers == 0  # its read walks past the FIRED dead entries
     [(read, parameters)] = [
