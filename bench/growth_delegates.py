@@ -46,7 +46,7 @@ import psycopg
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
-from bench.growth import InstantAgent, RunQueue, growth
+from bench.growth import InstantAgent, RunQueue, growth, settle_writes
 from inner_plane.composer.compose import ContextComposer, Limits
 from inner_plane.config import build_settings
 from inner_plane.journal import database, plain
@@ -569,6 +569,7 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         prepare(stores.database_url, size, label, reload)
         for size, label in zip(sizes, labels, strict=True)
     ]
+    settle_writes(stores.database_url)
     load_s = time.perf_counter() - began
     planes = [
         open_plane(label, size, url, stores.redis_url, stores.data_dir)
