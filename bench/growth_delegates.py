@@ -575,7 +575,14 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         open_plane(label, size, url, stores.redis_url, stores.data_dir)
         for label, size, url in zip(labels, sizes, urls, strict=True)
     ]
+    reads_before = blocks_read(stores.database_url)
     wall, net = measure(planes, rounds, repeats)
+    reads_after = blocks_read(stores.database_url)
+    reads = {
+        p.label: reads_after.get(f"delegates_{p.label}", 0)
+        - reads_before.get(f"delegates_{p.label}", 0)
+        for p in planes
+    }
     small, big = labels[0], labels[-1]
     buffers = {
         name: {p.label: touched(p, name, delegate_name(17)) for p in (planes[0], planes[-1])}
@@ -586,6 +593,7 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         "rounds": rounds,
         "repeats": repeats,
         "load_and_migrate_s": round(load_s, 1),
+        "blocks_read": reads,
     }
     header = " ".join(f"{lb + ' p50':>10} {lb + ' p99':>10}" for lb in labels)
     print(
@@ -618,7 +626,25 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         f"x{out['delegate_growth_max_p99_ratio']} "
         f"({out['delegate_growth_max_p99_ratio_operation']}; target <= 1.5)"
     )
+    print(
+        "blocks read from outside shared_buffers while timed, all operations: "
+        + ", ".join(f"{label} {count:,}" for label, count in reads.items())
+    )
     for p in planes:
         p.runtime.engine.dispose()
         p.rows_connection.__exit__(None, None, None)
     return out
+
+
+def blocks_read(base_url: str) -> dict[str, int]:
+    """Blocks each database's backends read from outside shared_buffers so far
+    (``pg_stat_database``): what a cache too small for an operation's pages costs it, which the
+    buffers column (the pages touched) does not tell apart from hits. Backends report their
+    counts within a second of going idle: wait that out first."""
+    time.sleep(1.5)
+    admin = make_url(plain.sqlalchemy_url(base_url)).set(database="postgres")
+    with psycopg.connect(plain.libpq_url(admin.render_as_string(hide_password=False))) as db:
+        found = db.execute(
+            "SELECT datname, blks_read FROM pg_stat_database WHERE datname LIKE 'delegates_%%'"
+        ).fetchall()
+    return {str(name): int(count) for name, count in found}
