@@ -9,6 +9,7 @@ connection without loading SQLAlchemy, /metrics on the engine's.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,7 +57,7 @@ _LANES = f"""
        WHERE {due(CLAIMABLE, of=None)}
        GROUP BY delegate_id
        ORDER BY count(*) FILTER (WHERE {WAKING.format(p="")}) DESC, count(*) DESC, delegate_id
-       LIMIT %(top)s
+       LIMIT {{top}}
     )
     SELECT b.delegate_id, b.due, EXTRACT(EPOCH FROM now() - b.oldest) AS oldest_due_s,
            b.waking, EXTRACT(EPOCH FROM now() - b.oldest_waking) AS oldest_waking_s,
@@ -141,6 +142,13 @@ def counts(rows: Rows) -> Counts:
 def lanes(rows: Rows, top: int) -> list[Lane]:
     """The ``top`` delegates with due work, those with due waking signals first, then by
     backlog (delegates without due work are idle lanes)."""
+    # The limit is written into the statement, as the ambient count's cap is: as a parameter,
+    # the generic plan of the prepared statement did not know it and always looked dearer than
+    # a custom one, so PostgreSQL planned this statement again at every `status` and scrape
+    # (0.3 ms of its 0.55). A caller's few limits are a few prepared statements.
+    limit = operator.index(top)
+    if limit < 0:
+        raise ValueError(f"top: must be 0 or more, not {limit}")
     return [
         Lane(
             delegate_id=str(row["delegate_id"]),
@@ -152,7 +160,7 @@ def lanes(rows: Rows, top: int) -> list[Lane]:
             epoch=None if row["epoch"] is None else int(row["epoch"]),
             queued_turns=int(row["queued_turns"]),
         )
-        for row in rows(_LANES, {"top": top})
+        for row in rows(_LANES.replace("{top}", str(limit)))
     ]
 
 
