@@ -368,6 +368,13 @@ def loaded_at(url: str) -> datetime:
     return value
 
 
+def admin_url(base_url: str) -> str:
+    """The libpq URL of the server's ``postgres`` database, for what is done outside a journal
+    (creating the databases, a checkpoint, the server's statistics)."""
+    admin = make_url(plain.sqlalchemy_url(base_url)).set(database="postgres")
+    return plain.libpq_url(admin.render_as_string(hide_password=False))
+
+
 def settle_writes(base_url: str) -> None:
     """Write out what loading and cleaning dirtied before anything is timed. A load of a million
     rows ends with a checkpoint under way, spread over minutes (``checkpoint_completion_target``):
@@ -375,8 +382,7 @@ def settle_writes(base_url: str) -> None:
     tick's p50 ratio at 100k delegates read 1.22 in a run that loaded, against 1.05 to 1.07 in
     four that did not). A server that refuses CHECKPOINT (not a superuser, no pg_checkpoint) is
     timed as it is."""
-    admin = make_url(plain.sqlalchemy_url(base_url)).set(database="postgres")
-    with psycopg.connect(plain.libpq_url(admin.render_as_string(hide_password=False))) as db:
+    with psycopg.connect(admin_url(base_url)) as db:
         db.autocommit = True
         try:
             db.execute("CHECKPOINT")
@@ -388,10 +394,8 @@ def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
     """The database for one size: kept from an earlier run when its data has this version."""
     url = make_url(plain.sqlalchemy_url(base_url)).set(database=f"growth_{label}")
     url_text = url.render_as_string(hide_password=False)
-    admin = make_url(plain.sqlalchemy_url(base_url)).set(database="postgres")
-    admin_url = plain.libpq_url(admin.render_as_string(hide_password=False))
     name = f"growth_{label}"
-    with psycopg.connect(admin_url, autocommit=True) as connection:
+    with psycopg.connect(admin_url(base_url), autocommit=True) as connection:
         exists = connection.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
         ).fetchone()

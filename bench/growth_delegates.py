@@ -46,7 +46,7 @@ import psycopg
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
-from bench.growth import InstantAgent, RunQueue, growth, settle_writes
+from bench.growth import InstantAgent, RunQueue, admin_url, growth, settle_writes
 from inner_plane.composer.compose import ContextComposer, Limits
 from inner_plane.config import build_settings
 from inner_plane.journal import database, plain
@@ -283,10 +283,8 @@ def clean(url: str) -> None:
 def prepare(base_url: str, delegates: int, label: str, reload: bool) -> str:
     url = make_url(plain.sqlalchemy_url(base_url)).set(database=f"delegates_{label}")
     url_text = url.render_as_string(hide_password=False)
-    admin = make_url(plain.sqlalchemy_url(base_url)).set(database="postgres")
-    admin_url = plain.libpq_url(admin.render_as_string(hide_password=False))
     name = f"delegates_{label}"
-    with psycopg.connect(admin_url, autocommit=True) as connection:
+    with psycopg.connect(admin_url(base_url), autocommit=True) as connection:
         exists = connection.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
         ).fetchone()
@@ -642,8 +640,7 @@ def blocks_read(base_url: str) -> dict[str, int]:
     buffers column (the pages touched) does not tell apart from hits. Backends report their
     counts within a second of going idle: wait that out first."""
     time.sleep(1.5)
-    admin = make_url(plain.sqlalchemy_url(base_url)).set(database="postgres")
-    with psycopg.connect(plain.libpq_url(admin.render_as_string(hide_password=False))) as db:
+    with psycopg.connect(admin_url(base_url)) as db:
         found = db.execute(
             "SELECT datname, blks_read FROM pg_stat_database WHERE datname LIKE 'delegates_%%'"
         ).fetchall()

@@ -242,7 +242,7 @@ class ContextComposer:
         words = cue_words(activation, activation.now.astimezone(zone))
         record = _retrieval_record(activation, words)
         notice = _queue_notice(connection, activation, record, ahead=False)
-        snapshot = pipeline.after(
+        read = pipeline.after(
             connection, SNAPSHOT_SQL, self._snapshot_params(activation, words), optional=True
         )
         return ReadAhead(
@@ -251,7 +251,7 @@ class ContextComposer:
             tuple(words),
             notice,
             record,
-            snapshot,
+            read,
         )
 
     def compose(self, activation: Activation, ahead: object | None = None) -> WorkingContext:

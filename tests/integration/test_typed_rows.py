@@ -180,30 +180,18 @@ def test_the_composer_snapshot_holds_typed_records(runtime: Runtime) -> None:
             conversation.append_event(
                 connection, delegate_id="default", type=kind, payload={"text": words}
             )
-    params = {
-        "delegate": "default",
-        "cap": memories.DF_CAP,
-        "recall_cue": "tea",
-        "ambient_cue": "tea",
-        "standing_limit": 5,
-        "recall_limit": 5,
-        "ambient_limit": 5,
-        "history_limit": 5,
-    }
+    params = context.snapshot_params(
+        delegate_id="default",
+        recall_cue="tea",
+        ambient_cue="tea",
+        standing_limit=5,
+        recall_limit=5,
+        ambient_limit=5,
+        history_limit=5,
+    )
     with runtime.engine.connect() as connection:
         raw = connection.execute(context.SNAPSHOT_SQL, params).one()
-        found = context.snapshot(
-            connection,
-            context.snapshot_params(
-                delegate_id="default",
-                recall_cue="tea",
-                ambient_cue="tea",
-                standing_limit=5,
-                recall_limit=5,
-                ambient_limit=5,
-                history_limit=5,
-            ),
-        )
+        found = context.snapshot(connection, params)
     for rows, kind in (
         (raw.standing, memories.MemoryRecord),
         (raw.recalled, memories.RecalledMemory),
