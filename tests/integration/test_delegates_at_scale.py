@@ -243,6 +243,14 @@ def test_status_keeps_one_generic_plan_of_the_lanes_read(many: Runtime) -> None:
     assert len(found) == 10 and found[0].waking > 0, found
     assert plans_of_it, "the lanes statement was not prepared"
     assert plans_of_it[0]["generic_plans"] > 0, plans_of_it
+    # The statement as sent (its limit written in) reads the due signals by index, never the
+    # retained ambient ones around them.
+    sent: list[str] = []
+    overview.lanes(lambda sql, params=None: sent.append(sql) or [], 10)
+    plan = analyzed(many, sent[0], {})
+    assert "ix_signals_due" in {n.get("Index Name") for n in nodes(plan)}, plan
+    assert "Seq Scan" not in {n["Node Type"] for n in nodes(plan)}, plan
+    assert handled(plan) <= 1_200, plan  # the due signals (wake and next-turn), not the ambient
 
 
 def test_the_dashboard_searches_by_name_and_pages(many: Runtime) -> None:
