@@ -13,8 +13,9 @@ Operations, each as its caller runs it:
 - ``overview_page``: the delegates overview API, a keyset page of 50 from a random delegate on;
 - ``overview_search``: the same, searched by the person's name (a prefix), a page of 50;
 - ``dashboard``: the dashboard's reads (the first page of 100 and the chosen delegate's charts);
-- ``status``: `inner-plane status`'s journal reads on a libpq connection (counts, lanes with due
-  work, delegates with a backlog, tokens today);
+- ``status``: `inner-plane status`'s journal reads on a libpq connection, sent together as it
+  sends them (counts, delegates with a backlog, lanes with due work, tokens today, the
+  channels);
 - ``sweeper``: one sweeper pass;
 - ``timer_tick``: one tick of the timers with 20 due (re-armed before each sample, untimed);
 - ``metrics``: a /metrics scrape (the collector the API registers, rendered as text);
@@ -51,12 +52,12 @@ from inner_plane.composer.compose import ContextComposer, Limits
 from inner_plane.config import build_settings
 from inner_plane.journal import database, plain
 from inner_plane.journal.operator import delegates as delegate_reads
-from inner_plane.journal.operator import overview
 from inner_plane.journal.operator.paging import encode_cursor
 from inner_plane.journal.retention import delete_finished_signals
 from inner_plane.lane.runner import Lane
 from inner_plane.lane.sweeper import sweep
 from inner_plane.runtime import Runtime, build_runtime
+from inner_plane.services.status import journal_view
 
 LOAD_VERSION = 2
 AMBIENT_PER_DELEGATE = 3
@@ -415,12 +416,7 @@ def operations() -> dict[str, tuple[Operation, Operation | None, Operation | Non
         return page, delegate_reads.chart_series(p.runtime.engine, page.items[0]["delegate_id"])
 
     def status(p: Plane, d: str, n: int) -> Any:
-        return (
-            overview.counts(p.rows),
-            overview.delegates_with_backlog(p.rows),
-            overview.lanes(p.rows, 10),
-            overview.tokens_today(p.rows, 10),
-        )
+        return journal_view(p.rows, 10)
 
     def sweeper(p: Plane, d: str, n: int) -> Any:
         return sweep(p.runtime)

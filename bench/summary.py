@@ -56,6 +56,7 @@ BENCHES = (
     "ui",
     "cli",
     "growth",
+    "operator_reads",
     "simulate",
     "capacity",
     "chaos",
@@ -150,6 +151,24 @@ TARGETS = (
     Target("growth", "delegate_growth_max_ratio_operation", None),
     Target("growth", "delegate_growth_max_p99_ratio", 1.5, higher_is_better=False),
     Target("growth", "delegate_growth_max_p99_ratio_operation", None),
+    # Issue 30: `status`'s and a scrape's journal reads sent together, across 1 ms one way,
+    # against the same reads one round trip each (counted on the wire).
+    Target(
+        "operator_reads",
+        "status_reads_round_trips",
+        1.0,
+        False,
+        "status_reads_round_trips_one_by_one",
+    ),
+    Target(
+        "operator_reads",
+        "scrape_reads_round_trips",
+        1.0,
+        False,
+        "scrape_reads_round_trips_one_by_one",
+    ),
+    Target("operator_reads", "status_reads_vs_one_by_one_p50_rtt1", None, False),
+    Target("operator_reads", "scrape_reads_vs_one_by_one_p50_rtt1", None, False),
     # The policy simulator (issue 26): replay speed and memory on 1M signals (--quick: 100k),
     # and how soon running processes follow a new policy version.
     Target("simulate", "simulate_signals_per_s", 50_000.0),

@@ -219,16 +219,21 @@ def show_signal(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one signal with its full record."""
-    from inner_plane.journal.signals.events import events_of, history
-    from inner_plane.journal.signals.record import signal_by_id
+    from inner_plane.journal.plain import Batch
+    from inner_plane.journal.signals.events import events_read, history
+    from inner_plane.journal.signals.record import signal_by_id_read
 
     parsed = _parse_id(signal_id)
     with journal_rows("signals show") as rows:
-        row = signal_by_id(rows, parsed)
-        if row is None:
-            fail(f"no signal {signal_id}", 1)
-        # Why it was (or was not yet) delivered: every claim, deferral, recovery and retry.
-        events = events_of(rows, row.id)
+        # The row and why it was (or was not yet) delivered (every claim, deferral, recovery
+        # and retry), in one round trip.
+        batch = Batch(rows)
+        found = batch.add(signal_by_id_read(parsed))
+        history_read = batch.add(events_read(parsed))
+        batch.run()
+    row, events = found.value, history_read.value
+    if row is None:
+        fail(f"no signal {signal_id}", 1)
     record = row.public()
     # The whole history: its publication first, then every event, each with who acted.
     record["events"] = history(

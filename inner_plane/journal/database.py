@@ -16,8 +16,15 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
-from inner_plane.journal import plain, tolerant
-from inner_plane.journal.plain import MIGRATIONS_DIR, Rows, at_code_head, sqlalchemy_url
+from inner_plane.journal import pipeline, plain, tolerant
+from inner_plane.journal.plain import (
+    MIGRATIONS_DIR,
+    Found,
+    PipelinedRows,
+    Statement,
+    at_code_head,
+    sqlalchemy_url,
+)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -138,15 +145,33 @@ def current_heads(engine: Engine) -> set[str]:
         return schema_versions(connection)
 
 
-def engine_rows(connection: Connection) -> Rows:
-    """``connection`` as :class:`~inner_plane.journal.plain.Rows`: the journal's plain SQL
-    (driver parameter style) on an engine's connection."""
+def engine_rows(connection: Connection) -> PipelinedRows:
+    """``connection`` as :class:`~inner_plane.journal.plain.PipelinedRows`: the journal's plain
+    SQL (driver parameter style) on an engine's connection."""
+    return _EngineRows(connection)
 
-    def rows(sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Mapping[str, Any]]:
-        found = connection.exec_driver_sql(sql, dict(params) if params else None).mappings()
-        return cast(Sequence[Mapping[str, Any]], found.all())
 
-    return rows
+class _EngineRows:
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def __call__(
+        self, sql: str, params: Mapping[str, Any] | None = None
+    ) -> Sequence[Mapping[str, Any]]:
+        found = self.connection.exec_driver_sql(sql, dict(params) if params else None)
+        return cast(Sequence[Mapping[str, Any]], found.mappings().all())
+
+    def many(self, statements: Sequence[Statement]) -> list[Found]:
+        # All but the last ride ahead of it (journal.pipeline): one round trip, and each is
+        # still announced to the engine's listeners (the statement counters, the plan tests).
+        *first, (sql, params) = statements
+        queued = [pipeline.ahead_driver(self.connection, s, p) for s, p in first]
+        try:
+            last = self(sql, params)
+        except BaseException:
+            pipeline.discard(self.connection)  # nothing of them may ride with a later statement
+            raise
+        return [*(q.rows() for q in queued), last]
 
 
 def schema_versions(connection: Connection) -> set[str]:

@@ -119,6 +119,17 @@ def ahead(
     return _queue(connection, _AHEAD, clause, params)
 
 
+def ahead_driver(
+    connection: Connection, sql: str, params: Mapping[str, Any] | None = None
+) -> Queued:
+    """As :func:`ahead`, for a statement already in the driver's form (``%(name)s``
+    parameters, as ``exec_driver_sql`` takes it): sent as it is, not compiled."""
+    _install(connection)
+    queued = Queued(sql, dict(params) if params else None)
+    connection.info.setdefault(_AHEAD, []).append(queued)
+    return queued
+
+
 def after(
     connection: Connection,
     clause: TextClause | str,

@@ -7,14 +7,19 @@ it runs are the journal's own (:mod:`inner_plane.journal.operator.overview`), wr
 driver's parameter style, and the engine-based readers (/metrics) run the same text through
 :func:`inner_plane.journal.database.engine_rows`. An import contract keeps SQLAlchemy out of
 this module and of ``overview``.
+
+Several reads an operator's view needs at once go in one round trip (:class:`Batch`): over a
+network each round trip costs its latency, and `status` and a /metrics scrape read half a dozen
+independent things.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _PREFIXES = ("postgresql+psycopg://", "postgresql://", "postgres://")
@@ -26,6 +31,80 @@ class Rows(Protocol):
     def __call__(
         self, sql: str, params: Mapping[str, Any] | None = None
     ) -> Sequence[Mapping[str, Any]]: ...
+
+
+Statement = tuple[str, Mapping[str, Any] | None]
+Found = Sequence[Mapping[str, Any]]
+
+
+@runtime_checkable
+class PipelinedRows(Rows, Protocol):
+    """:class:`Rows` that can also send several statements in one round trip."""
+
+    def many(self, statements: Sequence[Statement]) -> list[Found]:
+        """Each statement's rows, in order, all sent before any answer is awaited; an error in
+        any raises (the statements after it are not run)."""
+        ...
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Read(Generic[T]):
+    """One read of the journal: its statement and what its rows mean."""
+
+    sql: str
+    params: Mapping[str, Any] | None
+    parse: Callable[[Found], T]
+
+    def __call__(self, rows: Rows) -> T:
+        """Run alone, in a round trip of its own."""
+        return self.parse(rows(self.sql, self.params))
+
+
+class Later(Generic[T]):
+    """A read added to a :class:`Batch`: its value once the batch has run."""
+
+    def __init__(self, read: Read[T]) -> None:
+        self.read = read
+        self._answered = False
+        self._value: T | None = None
+
+    @property
+    def value(self) -> T:
+        if not self._answered:
+            raise RuntimeError("the batch this read belongs to has not run")
+        return self._value  # type: ignore[return-value]  # answered: a T (which may be None)
+
+    def answer(self, found: Found) -> None:
+        self._value = self.read.parse(found)
+        self._answered = True
+
+
+class Batch:
+    """Independent reads sent together: one round trip where ``rows`` can pipeline
+    (:class:`PipelinedRows`: a libpq connection of :func:`connect`, an engine's connection of
+    ``database.engine_rows``), one per read otherwise. Each read is the statement it would be
+    alone, so each keeps its own plan and its own prepared statement."""
+
+    def __init__(self, rows: Rows) -> None:
+        self.rows = rows
+        self.reads: list[Later[Any]] = []
+
+    def add(self, read: Read[T]) -> Later[T]:
+        later = Later(read)
+        self.reads.append(later)
+        return later
+
+    def run(self) -> None:
+        statements: list[Statement] = [(r.read.sql, r.read.params) for r in self.reads]
+        if isinstance(self.rows, PipelinedRows) and len(statements) > 1:
+            answers = self.rows.many(statements)
+        else:
+            answers = [self.rows(sql, params) for sql, params in statements]
+        for later, found in zip(self.reads, answers, strict=True):
+            later.answer(found)
 
 
 def _rest(url: str) -> str:
@@ -64,7 +143,9 @@ def schema_versions(rows: Rows) -> set[str]:
 
 
 @contextmanager
-def connect(url: str, timeout_s: float, application: str = "inner-plane") -> Iterator[Rows]:
+def connect(
+    url: str, timeout_s: float, application: str = "inner-plane"
+) -> Iterator[PipelinedRows]:
     """A libpq connection in autocommit, each statement bounded to 5 s, as :class:`Rows`; it
     reads whatever a row holds, as the engine's connections do (``journal.tolerant``)."""
     import psycopg
@@ -81,8 +162,20 @@ def connect(url: str, timeout_s: float, application: str = "inner-plane") -> Ite
         row_factory=dict_row,
     ) as connection:
         tolerant.install(connection)
+        yield _LibpqRows(connection)
 
-        def rows(sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-            return connection.execute(sql, params).fetchall()
 
-        yield rows
+class _LibpqRows:
+    """A libpq connection (psycopg's, rows as dicts) as :class:`PipelinedRows`."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def __call__(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        return list(self.connection.execute(sql, params).fetchall())
+
+    def many(self, statements: Sequence[Statement]) -> list[Found]:
+        # psycopg's pipeline mode: every statement sent, then one Sync and its answers.
+        with self.connection.pipeline():
+            cursors = [self.connection.execute(sql, params) for sql, params in statements]
+        return [list(cursor.fetchall()) for cursor in cursors]

@@ -339,20 +339,26 @@ def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
     from inner_plane.journal.channels import overview as channel_overview
     from inner_plane.journal.database import engine_rows, reading
     from inner_plane.journal.operator import overview
+    from inner_plane.journal.plain import Batch
 
     try:
         with reading(engine) as connection:
-            rows = engine_rows(connection)
-            counts = overview.counts(rows)
-            lanes = overview.lanes(rows, TOP_DELEGATES)
-            backlog = overview.delegates_with_backlog(rows)
-            budget = overview.wake_budget_used(rows, TOP_DELEGATES)
-            tokens = overview.tokens_today(rows, TOP_DELEGATES)
-            boxes = channel_overview.mailboxes(rows)
-            pending = channel_overview.answers_pending(rows)
+            # Every read in one round trip, each its own statement (and prepared statement).
+            batch = Batch(engine_rows(connection))
+            read_counts = batch.add(overview.COUNTS)
+            read_lanes = batch.add(overview.lanes_read(TOP_DELEGATES))
+            read_backlog = batch.add(overview.DELEGATES_WITH_BACKLOG)
+            read_budget = batch.add(overview.wake_budget_read(TOP_DELEGATES))
+            read_tokens = batch.add(overview.tokens_today_read(TOP_DELEGATES))
+            read_boxes = batch.add(channel_overview.mailboxes_read())
+            read_pending = batch.add(channel_overview.ANSWERS_PENDING)
+            batch.run()
     except Exception:
         up.add_metric(["postgresql"], 0)
         return
+    counts, lanes, backlog = read_counts.value, read_lanes.value, read_backlog.value
+    budget, tokens = read_budget.value, read_tokens.value
+    boxes, pending = read_boxes.value, read_pending.value
     up.add_metric(["postgresql"], 1)
     signals = GaugeMetricFamily("inner_plane_signals", "Signals by state, now", labels=["state"])
     for state in ("pending", "due", "claimed", "dead"):

@@ -6,12 +6,16 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from inner_plane.config import Settings
 from inner_plane.services import probes
+
+if TYPE_CHECKING:
+    from inner_plane.journal.operator.overview import Counts, Lane
+    from inner_plane.journal.plain import Rows
 
 # Queues a plane needs consumed, with the worker role that consumes each.
 QUEUE_ROLES = {
@@ -87,10 +91,40 @@ class Targets:
     timeout_s: float = 2.0
 
 
+@dataclass(frozen=True)
+class JournalView:
+    """What `status` reads of the journal (after its schema check)."""
+
+    counts: Counts
+    delegates_with_backlog: int
+    lanes: list[Lane]
+    tokens_today: list[dict[str, Any]]
+    mailboxes: list[dict[str, Any]]
+    answers_pending: dict[str, int]
+
+
+def journal_view(rows: Rows, top_lanes: int) -> JournalView:
+    """`status`'s reads of the journal, in one round trip (each its own statement)."""
+    from inner_plane.journal.channels import overview as channels
+    from inner_plane.journal.operator import overview
+    from inner_plane.journal.plain import Batch
+
+    batch = Batch(rows)
+    counts = batch.add(overview.COUNTS)
+    backlog = batch.add(overview.DELEGATES_WITH_BACKLOG)
+    lanes = batch.add(overview.lanes_read(top_lanes))
+    tokens = batch.add(overview.tokens_today_read(top_lanes))
+    boxes = batch.add(channels.mailboxes_read())
+    pending = batch.add(channels.ANSWERS_PENDING)
+    batch.run()
+    return JournalView(
+        counts.value, backlog.value, lanes.value, tokens.value, boxes.value, pending.value
+    )
+
+
 def _database(report: Report, targets: Targets) -> bool:
     # A libpq connection, not an engine: the command starts without loading SQLAlchemy.
     from inner_plane.journal import plain
-    from inner_plane.journal.operator import overview
 
     url = targets.settings.database_url
     assert url is not None
@@ -109,13 +143,13 @@ def _database(report: Report, targets: Targets) -> bool:
                     "run `inner-plane db upgrade` (or upgrade inner-plane if the schema is newer)",
                 )
                 return False
-            counts = overview.counts(rows)
+            view = journal_view(rows, targets.top_lanes)
+            counts, lanes = view.counts, view.lanes
             report.journal = counts.public()
-            report.journal["delegates_with_backlog"] = overview.delegates_with_backlog(rows)
-            lanes = overview.lanes(rows, targets.top_lanes)
+            report.journal["delegates_with_backlog"] = view.delegates_with_backlog
             report.lanes = [lane.public() for lane in lanes]
-            report.tokens_today = overview.tokens_today(rows, targets.top_lanes)
-            _channels(report, targets, rows)
+            report.tokens_today = view.tokens_today
+            _channels(report, targets, view.mailboxes, view.answers_pending)
     except Exception as error:
         entry["reachable"] = False
         entry["error"] = str(error).strip().splitlines()[0][:300] if str(error) else repr(error)
@@ -151,12 +185,10 @@ def _database(report: Report, targets: Targets) -> bool:
     return True
 
 
-def _channels(report: Report, targets: Targets, rows: Any) -> None:
+def _channels(
+    report: Report, targets: Targets, boxes: list[dict[str, Any]], pending: dict[str, int]
+) -> None:
     """Mail and SMS: each mailbox's poll, IDLE, error and backlog; answers waiting to go out."""
-    from inner_plane.journal.channels import overview as channels
-
-    boxes = channels.mailboxes(rows)
-    pending = channels.answers_pending(rows)
     if not boxes and not pending:
         return
     report.channels = {"mailboxes": boxes, "answers_pending": pending}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inner_plane.journal.plain import Rows
+from inner_plane.journal.plain import Found, Read, Rows
 
 MAILBOXES_SHOWN = 100
 
@@ -23,10 +23,26 @@ _PENDING = """
 """
 
 
+def mailboxes_read(limit: int = MAILBOXES_SHOWN) -> Read[list[dict[str, Any]]]:
+    return Read(_MAILBOXES, {"limit": limit}, _mailboxes)
+
+
+def _mailboxes(found: Found) -> list[dict[str, Any]]:
+    return [dict(row) for row in found]
+
+
 def mailboxes(rows: Rows, limit: int = MAILBOXES_SHOWN) -> list[dict[str, Any]]:
-    return [dict(row) for row in rows(_MAILBOXES, {"limit": limit})]
+    return mailboxes_read(limit)(rows)
+
+
+def _pending(found: Found) -> dict[str, int]:
+    return {str(row["channel"]): int(row["waiting"]) for row in found}
+
+
+# Answers (turns that came in by mail or text) not sent yet, by channel.
+ANSWERS_PENDING = Read(_PENDING, None, _pending)
 
 
 def answers_pending(rows: Rows) -> dict[str, int]:
     """Answers (turns that came in by mail or text) not sent yet, by channel."""
-    return {str(row["channel"]): int(row["waiting"]) for row in rows(_PENDING)}
+    return ANSWERS_PENDING(rows)

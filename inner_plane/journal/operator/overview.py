@@ -13,7 +13,7 @@ import operator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from inner_plane.journal.plain import Rows
+from inner_plane.journal.plain import Found, Read, Rows
 from inner_plane.journal.predicates import CLAIMABLE, WAKING, ambient_retained, due, pending
 
 # Retained ambient signals are counted up to this many (then reported as "at least"): a plane
@@ -121,8 +121,8 @@ def _seconds(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def counts(rows: Rows) -> Counts:
-    (row,) = rows(_COUNTS)
+def _counts(found: Found) -> Counts:
+    (row,) = found
     return Counts(
         pending=int(row["pending"]),
         ambient=int(row["ambient"]),
@@ -139,16 +139,14 @@ def counts(rows: Rows) -> Counts:
     )
 
 
-def lanes(rows: Rows, top: int) -> list[Lane]:
-    """The ``top`` delegates with due work, those with due waking signals first, then by
-    backlog (delegates without due work are idle lanes)."""
-    # The limit is written into the statement, as the ambient count's cap is: as a parameter,
-    # the generic plan of the prepared statement did not know it and always looked dearer than
-    # a custom one, so PostgreSQL planned this statement again at every `status` and scrape
-    # (0.3 ms of its 0.55). A caller's few limits are a few prepared statements.
-    limit = operator.index(top)
-    if limit < 0:
-        raise ValueError(f"top: must be 0 or more, not {limit}")
+COUNTS = Read(_COUNTS, None, _counts)
+
+
+def counts(rows: Rows) -> Counts:
+    return COUNTS(rows)
+
+
+def _lanes(found: Found) -> list[Lane]:
     return [
         Lane(
             delegate_id=str(row["delegate_id"]),
@@ -160,13 +158,37 @@ def lanes(rows: Rows, top: int) -> list[Lane]:
             epoch=None if row["epoch"] is None else int(row["epoch"]),
             queued_turns=int(row["queued_turns"]),
         )
-        for row in rows(_LANES.replace("{top}", str(limit)))
+        for row in found
     ]
 
 
-def delegates_with_backlog(rows: Rows) -> int:
-    (row,) = rows(_DELEGATES_WITH_BACKLOG)
+def lanes_read(top: int) -> Read[list[Lane]]:
+    """The ``top`` delegates with due work, those with due waking signals first, then by
+    backlog (delegates without due work are idle lanes)."""
+    # The limit is written into the statement, as the ambient count's cap is: as a parameter,
+    # the generic plan of the prepared statement did not know it and always looked dearer than
+    # a custom one, so PostgreSQL planned this statement again at every `status` and scrape
+    # (0.3 ms of its 0.55). A caller's few limits are a few prepared statements.
+    limit = operator.index(top)
+    if limit < 0:
+        raise ValueError(f"top: must be 0 or more, not {limit}")
+    return Read(_LANES.replace("{top}", str(limit)), None, _lanes)
+
+
+def lanes(rows: Rows, top: int) -> list[Lane]:
+    return lanes_read(top)(rows)
+
+
+def _delegates(found: Found) -> int:
+    (row,) = found
     return int(row["delegates"])
+
+
+DELEGATES_WITH_BACKLOG = Read(_DELEGATES_WITH_BACKLOG, None, _delegates)
+
+
+def delegates_with_backlog(rows: Rows) -> int:
+    return DELEGATES_WITH_BACKLOG(rows)
 
 
 # Background activations per delegate in the last hour (the wake budget's measure), top N.
@@ -177,9 +199,17 @@ _WAKE_BUDGET = """
     """
 
 
-def wake_budget_used(rows: Rows, top: int) -> dict[str, int]:
+def wake_budget_read(top: int) -> Read[dict[str, int]]:
     """The ``top`` delegates by background activations started within the hour."""
-    return {str(row["delegate_id"]): int(row["used"]) for row in rows(_WAKE_BUDGET, {"top": top})}
+    return Read(_WAKE_BUDGET, {"top": top}, _wake_budget)
+
+
+def _wake_budget(found: Found) -> dict[str, int]:
+    return {str(row["delegate_id"]): int(row["used"]) for row in found}
+
+
+def wake_budget_used(rows: Rows, top: int) -> dict[str, int]:
+    return wake_budget_read(top)(rows)
 
 
 # Today's token usage (UTC day), heaviest first: ix_token_usage_daily_day reads one day's rows.
@@ -191,8 +221,12 @@ _TOKENS_TODAY = """
     """
 
 
-def tokens_today(rows: Rows, top: int) -> list[dict[str, Any]]:
+def tokens_today_read(top: int) -> Read[list[dict[str, Any]]]:
     """The ``top`` delegates by tokens (input + output) used today, with their cost estimate."""
+    return Read(_TOKENS_TODAY, {"top": top}, _tokens)
+
+
+def _tokens(found: Found) -> list[dict[str, Any]]:
     return [
         {
             "delegate_id": str(row["delegate_id"]),
@@ -204,5 +238,9 @@ def tokens_today(rows: Rows, top: int) -> list[dict[str, Any]]:
             "calls": int(row["calls"]),
             "cost_usd": round(float(row["cost_usd"]), 6),
         }
-        for row in rows(_TOKENS_TODAY, {"top": top})
+        for row in found
     ]
+
+
+def tokens_today(rows: Rows, top: int) -> list[dict[str, Any]]:
+    return tokens_today_read(top)(rows)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from inner_plane.journal.plain import Rows
+from inner_plane.journal.plain import Found, Read, Rows
 
 _OF_SIGNAL = (
     "SELECT signal_id, at, event, reason, activation_id, actor FROM signal_events "
@@ -41,9 +41,17 @@ class SignalEvent:
         )
 
 
-def events_of(rows: Rows, signal_id: uuid.UUID) -> list[SignalEvent]:
+def events_read(signal_id: uuid.UUID) -> Read[list[SignalEvent]]:
     """A signal's history, oldest first (ix_signal_events_signal)."""
-    return [SignalEvent.from_row(row) for row in rows(_OF_SIGNAL, {"id": signal_id})]
+    return Read(_OF_SIGNAL, {"id": signal_id}, _events)
+
+
+def _events(found: Found) -> list[SignalEvent]:
+    return [SignalEvent.from_row(row) for row in found]
+
+
+def events_of(rows: Rows, signal_id: uuid.UUID) -> list[SignalEvent]:
+    return events_read(signal_id)(rows)
 
 
 def who(event: Mapping[str, Any]) -> str:
