@@ -7,6 +7,10 @@ raised and leaving nothing behind on the connection.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +34,8 @@ from tests.support.stores import Stores
 STATUS_ROUND_TRIPS = 3
 # A scrape: every journal read at once.
 SCRAPE_ROUND_TRIPS = 1
+# `signals show`: the schema check, then the row and its history at once.
+SHOW_ROUND_TRIPS = 3
 
 
 @pytest.fixture
@@ -182,3 +188,33 @@ def test_a_failing_read_of_a_batch_raises_and_leaves_nothing_queued(
         with pytest.raises(Exception, match="no_such_table"):
             batch.run()
         assert overview.delegates_with_backlog(rows) == 2
+
+
+def test_signals_show_reads_the_row_and_its_history_in_one_round_trip(
+    runtime: Runtime, clean_stores: Stores, proxy: LatencyProxy
+) -> None:
+    signal = publish(kind="task.completed", source="ops", data={"n": 1}, runtime=runtime)
+    url = via(clean_stores.database_url, proxy.ports["pg"])
+    proxy.reset()
+    shown = subprocess.run(
+        [sys.executable, "-m", "inner_plane", "signals", "show", str(signal.id), "--json"],
+        env=clean_stores.env(INNER_PLANE_DATABASE_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert record["id"] == str(signal.id) and record["events"][0]["event"] == "published"
+    assert proxy.stats()["pg"].round_trips == SHOW_ROUND_TRIPS
+    # A signal that is not there: the same round trips, and the command says so.
+    proxy.reset()
+    missing = subprocess.run(
+        [sys.executable, "-m", "inner_plane", "signals", "show", str(uuid.uuid4())],
+        env=clean_stores.env(INNER_PLANE_DATABASE_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and "no signal" in missing.stderr, missing
+    assert proxy.stats()["pg"].round_trips == SHOW_ROUND_TRIPS
