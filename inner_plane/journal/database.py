@@ -141,7 +141,7 @@ def expected_heads(url: str) -> set[str]:
 
 
 def current_heads(engine: Engine) -> set[str]:
-    with engine.connect() as connection:
+    with reading(engine) as connection:
         return schema_versions(connection)
 
 
@@ -175,7 +175,8 @@ class _EngineRows:
 
 
 def schema_versions(connection: Connection) -> set[str]:
-    """The revisions the database is at (none if never migrated)."""
+    """The revisions the database is at (none if never migrated); ``connection`` in autocommit
+    (:func:`reading`)."""
     return plain.schema_versions(engine_rows(connection))
 
 

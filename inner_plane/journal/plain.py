@@ -136,10 +136,19 @@ def at_code_head(versions: Iterable[str]) -> bool:
 
 
 def schema_versions(rows: Rows) -> set[str]:
-    """The revisions the database is at (none if never migrated), read as Alembic stores them."""
-    if rows("SELECT to_regclass('alembic_version') IS NOT NULL AS present")[0]["present"]:
-        return {str(row["version_num"]) for row in rows("SELECT version_num FROM alembic_version")}
-    return set()
+    """The revisions the database is at (none if never migrated), read as Alembic stores them.
+
+    One statement, and one round trip, on any database migrated once: the table is read as if
+    it were there, and only if that fails does the catalog say whether it is missing (never
+    migrated) or the failure is another (raised). ``rows`` must be in autocommit, so that the
+    failed statement leaves nothing behind (:func:`connect`'s, ``database.reading``'s)."""
+    try:
+        found = rows("SELECT version_num FROM alembic_version")
+    except Exception:
+        if rows("SELECT to_regclass('alembic_version') IS NOT NULL AS present")[0]["present"]:
+            raise
+        return set()
+    return {str(row["version_num"]) for row in found}
 
 
 @contextmanager

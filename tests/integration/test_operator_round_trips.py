@@ -29,13 +29,12 @@ from inner_plane.runtime import Runtime, build_runtime
 from inner_plane.services.status import Targets, collect, journal_view
 from tests.support.stores import Stores
 
-# `status`: the schema check (whether alembic_version exists, then its rows), then every
-# journal read at once.
-STATUS_ROUND_TRIPS = 3
+# `status`: the schema check (alembic_version's rows), then every journal read at once.
+STATUS_ROUND_TRIPS = 2
 # A scrape: every journal read at once.
 SCRAPE_ROUND_TRIPS = 1
 # `signals show`: the schema check, then the row and its history at once.
-SHOW_ROUND_TRIPS = 3
+SHOW_ROUND_TRIPS = 2
 
 
 @pytest.fixture

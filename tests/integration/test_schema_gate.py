@@ -143,3 +143,34 @@ def test_status_names_the_schema_it_finds_and_the_one_it_needs(
         engine.dispose()
     code, entry = database_entry()
     assert code == 2 and entry["schema"] == ["9999_future"] and entry["expected_schema"] == [head]
+
+
+def test_the_schema_read_tells_a_missing_table_from_a_failing_one(
+    stores: Stores, scratch_url: str
+) -> None:
+    """The versions are read in one statement; only its failure asks the catalog whether the
+    table is missing (never migrated: no versions) or failing (raised), on either connection."""
+    engine = create_engine(database.sqlalchemy_url(scratch_url))
+    try:
+        with plain.connect(scratch_url, 5) as rows:
+            assert plain.schema_versions(rows) == set()
+        assert database.current_heads(engine) == set()
+        with engine.begin() as connection:  # a table there that cannot be read
+            connection.execute(
+                text("CREATE VIEW alembic_version AS SELECT (1 / 0)::text AS version_num")
+            )
+        with (
+            plain.connect(scratch_url, 5) as rows,
+            pytest.raises(Exception, match="division by zero"),
+        ):
+            plain.schema_versions(rows)
+        with pytest.raises(Exception, match="division by zero"):
+            database.current_heads(engine)
+        with engine.begin() as connection:
+            connection.execute(text("DROP VIEW alembic_version"))
+        stamp(scratch_url, "0001_x")
+        with plain.connect(scratch_url, 5) as rows:
+            assert plain.schema_versions(rows) == {"0001_x"}
+        assert database.current_heads(engine) == {"0001_x"}
+    finally:
+        engine.dispose()
