@@ -26,12 +26,10 @@ from bench.harness import QUICK, ratio, summary
 from inner_plane import logs
 from inner_plane.config import build_settings
 from inner_plane.journal import plain
-from inner_plane.journal.channels import overview as channels
 from inner_plane.journal.database import engine_rows, reading
-from inner_plane.journal.operator import overview
 from inner_plane.publish import publish_drafts
 from inner_plane.runtime import build_runtime
-from inner_plane.services.metrics import TOP_DELEGATES
+from inner_plane.services.metrics import journal_reads
 from inner_plane.services.status import journal_view
 from inner_plane.signals.model import SignalDraft
 
@@ -47,19 +45,6 @@ def one_by_one(rows: plain.Rows) -> plain.Rows:
         return rows(sql, params)
 
     return each
-
-
-def scrape_reads(rows: plain.Rows) -> None:
-    """A scrape's journal reads (``services.metrics``), in one batch."""
-    batch = plain.Batch(rows)
-    batch.add(overview.COUNTS)
-    batch.add(overview.lanes_read(TOP_DELEGATES))
-    batch.add(overview.DELEGATES_WITH_BACKLOG)
-    batch.add(overview.wake_budget_read(TOP_DELEGATES))
-    batch.add(overview.tokens_today_read(TOP_DELEGATES))
-    batch.add(channels.mailboxes_read())
-    batch.add(channels.ANSWERS_PENDING)
-    batch.run()
 
 
 def timed(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
@@ -93,8 +78,8 @@ def measure(
             calls: dict[str, Callable[[], object]] = {
                 "status": lambda: journal_view(libpq, 10),
                 "status_one_by_one": lambda: journal_view(one_by_one(libpq), 10),
-                "scrape": lambda: scrape_reads(scrape),
-                "scrape_one_by_one": lambda: scrape_reads(one_by_one(scrape)),
+                "scrape": lambda: journal_reads(scrape),
+                "scrape_one_by_one": lambda: journal_reads(one_by_one(scrape)),
             }
             if count_trips:
                 for name, call in calls.items():

@@ -23,6 +23,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from inner_plane import logs, redis_keys
@@ -31,6 +32,9 @@ from inner_plane.signals.model import is_identifier
 
 if TYPE_CHECKING:
     import redis
+
+    from inner_plane.journal.operator.overview import Counts, Lane
+    from inner_plane.journal.plain import Rows
 
 MAX_SOURCES = 50
 TOP_DELEGATES = 10
@@ -333,32 +337,60 @@ def families(
     yield up
 
 
-def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
-    from prometheus_client.core import GaugeMetricFamily
+@dataclass(frozen=True)
+class JournalReads:
+    """What a scrape reads of the journal."""
 
-    from inner_plane.journal.channels import overview as channel_overview
-    from inner_plane.journal.database import engine_rows, reading
+    counts: Counts
+    lanes: list[Lane]
+    delegates_with_backlog: int
+    wake_budget_used: dict[str, int]
+    tokens_today: list[dict[str, Any]]
+    mailboxes: list[dict[str, Any]]
+    answers_pending: dict[str, int]
+
+
+def journal_reads(rows: Rows) -> JournalReads:
+    """A scrape's reads of the journal, in one round trip (each its own statement, with its own
+    prepared statement)."""
+    from inner_plane.journal.channels import overview as channels
     from inner_plane.journal.operator import overview
     from inner_plane.journal.plain import Batch
 
+    batch = Batch(rows)
+    counts = batch.add(overview.COUNTS)
+    lanes = batch.add(overview.lanes_read(TOP_DELEGATES))
+    backlog = batch.add(overview.DELEGATES_WITH_BACKLOG)
+    budget = batch.add(overview.wake_budget_read(TOP_DELEGATES))
+    tokens = batch.add(overview.tokens_today_read(TOP_DELEGATES))
+    boxes = batch.add(channels.mailboxes_read())
+    pending = batch.add(channels.ANSWERS_PENDING)
+    batch.run()
+    return JournalReads(
+        counts.value,
+        lanes.value,
+        backlog.value,
+        budget.value,
+        tokens.value,
+        boxes.value,
+        pending.value,
+    )
+
+
+def _journal_families(engine: Any, up: Any) -> Iterator[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    from inner_plane.journal.database import engine_rows, reading
+
     try:
         with reading(engine) as connection:
-            # Every read in one round trip, each its own statement (and prepared statement).
-            batch = Batch(engine_rows(connection))
-            read_counts = batch.add(overview.COUNTS)
-            read_lanes = batch.add(overview.lanes_read(TOP_DELEGATES))
-            read_backlog = batch.add(overview.DELEGATES_WITH_BACKLOG)
-            read_budget = batch.add(overview.wake_budget_read(TOP_DELEGATES))
-            read_tokens = batch.add(overview.tokens_today_read(TOP_DELEGATES))
-            read_boxes = batch.add(channel_overview.mailboxes_read())
-            read_pending = batch.add(channel_overview.ANSWERS_PENDING)
-            batch.run()
+            read = journal_reads(engine_rows(connection))
     except Exception:
         up.add_metric(["postgresql"], 0)
         return
-    counts, lanes, backlog = read_counts.value, read_lanes.value, read_backlog.value
-    budget, tokens = read_budget.value, read_tokens.value
-    boxes, pending = read_boxes.value, read_pending.value
+    counts, lanes, backlog = read.counts, read.lanes, read.delegates_with_backlog
+    budget, tokens = read.wake_budget_used, read.tokens_today
+    boxes, pending = read.mailboxes, read.answers_pending
     up.add_metric(["postgresql"], 1)
     signals = GaugeMetricFamily("inner_plane_signals", "Signals by state, now", labels=["state"])
     for state in ("pending", "due", "claimed", "dead"):

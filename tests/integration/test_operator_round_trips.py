@@ -12,11 +12,12 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 
 from bench.latency_proxy import LatencyProxy, target_of, via
 from inner_plane.http.metrics import PlaneCollector
@@ -41,6 +42,34 @@ SHOW_ROUND_TRIPS = 2
 def proxy(clean_stores: Stores) -> Iterator[LatencyProxy]:
     with LatencyProxy({"pg": target_of(clean_stores.database_url)}, 0.0) as counting:
         yield counting
+
+
+@pytest.fixture
+def proxied(runtime: Runtime, clean_stores: Stores, proxy: LatencyProxy) -> Iterator[Runtime]:
+    """The runtime reaching PostgreSQL through the counting proxy."""
+    settings = runtime.settings.model_copy(
+        update={"database_url": via(clean_stores.database_url, proxy.ports["pg"])}
+    )
+    reached = build_runtime(settings)
+    try:
+        yield reached
+    finally:
+        reached.engine.dispose()
+
+
+@contextmanager
+def recorded(engine: Engine) -> Iterator[list[str]]:
+    """The statements ``engine`` announces to its listeners meanwhile, each shortened."""
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(" ".join(str(args[2]).split())[:60])
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
 
 
 def _some_work(runtime: Runtime) -> None:
@@ -117,28 +146,15 @@ def test_a_batch_on_a_libpq_connection_answers_each_read_as_alone(
 
 
 def test_a_scrape_reads_the_journal_in_one_round_trip(
-    runtime: Runtime, clean_stores: Stores, proxy: LatencyProxy
+    runtime: Runtime, proxied: Runtime, proxy: LatencyProxy
 ) -> None:
     _some_work(runtime)
-    settings = runtime.settings.model_copy(
-        update={"database_url": via(clean_stores.database_url, proxy.ports["pg"])}
-    )
-    proxied = build_runtime(settings)
-    seen: list[str] = []
-
-    def record(*args: Any) -> None:
-        seen.append(" ".join(str(args[2]).split())[:60])
-
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PlaneCollector(lambda: proxied))
-    try:
-        generate_latest(registry)  # the pool's connection made, the statements prepared
-        event.listen(proxied.engine, "before_cursor_execute", record)
+    generate_latest(registry)  # the pool's connection made, the statements prepared
+    with recorded(proxied.engine) as seen:
         proxy.reset()
         text = generate_latest(registry).decode()
-        event.remove(proxied.engine, "before_cursor_execute", record)
-    finally:
-        proxied.engine.dispose()
     assert proxy.stats()["pg"].round_trips == SCRAPE_ROUND_TRIPS, "\n".join(seen)
     # Every read is still a statement of its own, seen by the engine's listeners.
     assert len(seen) == 7, seen
@@ -148,38 +164,25 @@ def test_a_scrape_reads_the_journal_in_one_round_trip(
 
 
 def test_a_failing_read_of_a_batch_raises_and_leaves_nothing_queued(
-    runtime: Runtime, clean_stores: Stores, proxy: LatencyProxy
+    runtime: Runtime, clean_stores: Stores, proxied: Runtime, proxy: LatencyProxy
 ) -> None:
     _some_work(runtime)
     broken = plain.Read("SELECT count(*) AS n FROM no_such_table", None, lambda found: found)
-    settings = runtime.settings.model_copy(
-        update={"database_url": via(clean_stores.database_url, proxy.ports["pg"])}
-    )
-    proxied = build_runtime(settings)
-    seen: list[str] = []
-
-    def record(*args: Any) -> None:
-        seen.append(" ".join(str(args[2]).split())[:60])
-
-    try:
-        with reading(proxied.engine) as connection:
-            rows = engine_rows(connection)
-            batch = plain.Batch(rows)
-            counts = batch.add(overview.COUNTS)
-            batch.add(broken)
-            with pytest.raises(Exception, match="no_such_table"):
-                batch.run()
-            with pytest.raises(RuntimeError, match="has not run"):
-                _ = counts.value
-            # The connection stands, and nothing of the failed batch rides with its next read.
-            event.listen(proxied.engine, "before_cursor_execute", record)
+    with reading(proxied.engine) as connection:
+        rows = engine_rows(connection)
+        batch = plain.Batch(rows)
+        counts = batch.add(overview.COUNTS)
+        batch.add(broken)
+        with pytest.raises(Exception, match="no_such_table"):
+            batch.run()
+        with pytest.raises(RuntimeError, match="has not run"):
+            _ = counts.value
+        # The connection stands, and nothing of the failed batch rides with its next read.
+        with recorded(proxied.engine) as seen:
             proxy.reset()
             assert overview.delegates_with_backlog(rows) == 2
-            event.remove(proxied.engine, "before_cursor_execute", record)
-        assert proxy.stats()["pg"].round_trips == 1
-        assert len(seen) == 1 and seen[0].startswith("SELECT count(DISTINCT delegate_id)"), seen
-    finally:
-        proxied.engine.dispose()
+    assert proxy.stats()["pg"].round_trips == 1
+    assert len(seen) == 1 and seen[0].startswith("SELECT count(DISTINCT delegate_id)"), seen
     with plain.connect(clean_stores.database_url, 5) as rows:
         batch = plain.Batch(rows)
         batch.add(broken)
