@@ -39,7 +39,6 @@ def _pending(found: Found) -> dict[str, int]:
     return {str(row["channel"]): int(row["waiting"]) for row in found}
 
 
-# Answers (turns that came in by mail or text) not sent yet, by channel.
 ANSWERS_PENDING = Read(_PENDING, None, _pending)
 
 

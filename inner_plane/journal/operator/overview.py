@@ -208,10 +208,6 @@ def _wake_budget(found: Found) -> dict[str, int]:
     return {str(row["delegate_id"]): int(row["used"]) for row in found}
 
 
-def wake_budget_used(rows: Rows, top: int) -> dict[str, int]:
-    return wake_budget_read(top)(rows)
-
-
 # Today's token usage (UTC day), heaviest first: ix_token_usage_daily_day reads one day's rows.
 _TOKENS_TODAY = """
     SELECT delegate_id, input_tokens, cached_tokens, output_tokens, reasoning_tokens, calls,
