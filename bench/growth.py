@@ -750,7 +750,10 @@ def main() -> None:
                 args.quick,
                 args.reload,
                 args.rounds or (6 if args.quick else 16),
-                args.repeats or (3 if args.quick else 5),
+                # 400 samples a size and operation (16 x 25): with 80, an operation under a
+                # millisecond had its "p99" set by its slowest sample or two, and one hiccup of
+                # a millisecond doubled its ratio (`status`: 1.6 to 2.1 in three of five runs).
+                args.repeats or (5 if args.quick else 25),
             )
         )
     figures["total_s"] = round(time.perf_counter() - began, 1)
