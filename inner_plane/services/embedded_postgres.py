@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from inner_plane.services.plane import pid_alive
-from inner_plane.services.server_process import ServerProcess, command_line, short_socket_dir
+from inner_plane.services.server_process import (
+    EmbeddedServiceError,
+    ServerProcess,
+    command_line,
+    short_socket_dir,
+)
 
 DATABASE_NAME = "inner_plane"
 _PG_SYSTEM_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
@@ -76,18 +81,29 @@ class EmbeddedPostgres(ServerProcess):
         if stop_orphan:
             self.stop_orphan()
         if not (self.pgdata / "PG_VERSION").exists():
-            subprocess.run(
-                [str(self._binaries() / "initdb"), "-D", str(self.pgdata), "--auth=trust",
-                 "--auth-local=trust", "--encoding=utf8", "-U", "postgres"],
-                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                **self.popen_kwargs(),
-            )  # fmt: skip
+            self._initdb()
         self.socket_dir = short_socket_dir(self.pgdata, ".s.PGSQL.5432")
         if self.user is not None and self.socket_dir != self.pgdata:
             import pwd
 
             entry = pwd.getpwnam(self.user)
             os.chown(self.socket_dir, entry.pw_uid, entry.pw_gid)
+
+    def _initdb(self) -> None:
+        initdb = subprocess.run(
+            [str(self._binaries() / "initdb"), "-D", str(self.pgdata), "--auth=trust",
+             "--auth-local=trust", "--encoding=utf8", "-U", "postgres"],
+            check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            errors="replace", **self.popen_kwargs(),
+        )  # fmt: skip
+        if initdb.returncode != 0:
+            # initdb's own words say why (a directory not empty, a user it cannot run as, a
+            # full disk); without them the error was only its exit status.
+            said = " ".join(initdb.stderr.split())[-500:] or "(nothing on stderr)"
+            raise EmbeddedServiceError(
+                f"embedded PostgreSQL: initdb could not create the cluster in {self.pgdata} "
+                f"(exit status {initdb.returncode}): {said}"
+            )
 
     def running_pid(self) -> int | None:
         """The postmaster that holds the cluster's lock file, if it is alive: a postgres process
