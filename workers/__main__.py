@@ -1,19 +1,19 @@
 """``python -m workers ARGS``: ``celery -A workers ARGS`` (what `inner-plane worker`, `beat` and
 `flower` run), with Celery's command line loaded under the held collector like the app itself
-(``inner_plane.startup``)."""
+(``inner_plane.startup``) and without what the command does not run (``workers.command_line``:
+Flower's web application only for ``flower``, the ``amqp`` shell's libraries only for it)."""
 
 from __future__ import annotations
 
 import sys
 
-from inner_plane.startup import collector_held
+from workers.command_line import load_celery_main
 
 
 def main() -> None:
-    with collector_held():
-        from celery.__main__ import main as celery_main
-    sys.argv = ["celery", "-A", "workers", *sys.argv[1:]]
-    celery_main()
+    arguments = sys.argv[1:]
+    sys.argv = ["celery", "-A", "workers", *arguments]
+    load_celery_main(arguments)()
 
 
 if __name__ == "__main__":
