@@ -49,14 +49,11 @@ def _extra_command_names() -> set[str]:
 
 def load_celery_main(argv: Sequence[str], extra_commands: bool = True) -> Callable[[], None]:
     """Celery's ``main`` with its command line loaded, under the held collector
-    (``inner_plane.startup``). ``argv``: the arguments it will parse (``sys.argv[1:]``, which
-    must already be set: a worker's pool is chosen from it before anything else loads); other
-    packages' commands are loaded only if ``extra_commands`` and one of them is named there
-    (``flower``), since the command line looks a subcommand up only among those loaded."""
-    from celery import maybe_patch_concurrency
-
-    if "multi" not in sys.argv:  # as Celery's own main does, before the command line loads
-        maybe_patch_concurrency()
+    (``inner_plane.startup``). ``argv``: the arguments it will parse; other packages' commands
+    are loaded only if ``extra_commands`` and one of them is named there (``flower``), since the
+    command line looks a subcommand up only among those loaded. Celery's ``main`` still picks
+    the pool (``maybe_patch_concurrency``) when called, as before: the app, and Celery with it,
+    is loaded before this in every launcher."""
     with collector_held(), _loading(argv, extra_commands):
         import celery.bin.celery  # noqa: F401 - Celery's main imports it when called: here, held
         from celery.__main__ import main
