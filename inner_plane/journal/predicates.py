@@ -46,6 +46,14 @@ def ambient_retained(*, alias: str = "") -> str:
     return f"{p}state = 'pending' AND {p}mode = 'ambient'"
 
 
+def lease_live(*, alias: str = "") -> str:
+    """A lease is live while held and not past its time (partial index ix_leases_held:
+    ``holder IS NOT NULL``, on ``expires_at``). Whether its holder still lives is the liveness
+    lock's question (:mod:`inner_plane.journal.lane.leases`), asked apart."""
+    p = f"{alias}." if alias else ""
+    return f"{p}holder IS NOT NULL AND {p}expires_at > now()"
+
+
 # Fenced = the delegate's current lease epoch, read FOR SHARE so the takeover (which increments
 # it) waits for the reading transaction to commit. A transaction is fenced when this equals the
 # holder's epoch; compare it in the same statement as the transaction's first write or read.

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from inner_plane.journal.lane.leases import LeaseLost, Leases, fence
+from inner_plane.journal.lane.recovery import Recovery
 from inner_plane.lane.sweeper import sweep
 from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
@@ -220,3 +221,18 @@ def test_the_sweeper_leaves_a_paused_or_lockless_holder_to_the_ttl(runtime: Runt
     finally:
         Leases.let_go(paused)
         paused.close()
+
+
+def test_a_limited_sweep_finds_its_limit_past_the_delegates_whose_lease_is_held(
+    runtime: Runtime,
+) -> None:
+    """The sweeper reads the due wakes in delegate order up to its limit (so that the read is an
+    index scan: test_query_plans), and the held leases are dropped after that read: the limit
+    covers them, so the delegates first in order being busy hides none of the others."""
+    leases = Leases(runtime.engine)
+    for busy in ("a", "b"):
+        assert leases.acquire(busy, f"worker-{busy}", 600) == 1
+    for delegate in ("a", "b", "c", "d", "e"):
+        publish(kind="task.completed", source="limit", delegate_id=delegate, runtime=runtime)
+    assert sorted(Recovery(runtime.engine).delegates_to_wake(limit=3)) == ["c", "d", "e"]
+    assert len(Recovery(runtime.engine).delegates_to_wake(limit=2)) == 2

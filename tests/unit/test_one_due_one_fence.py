@@ -1,5 +1,6 @@
-""" "Due" and "fenced" are each written once, in ``journal/predicates.py``: a copy of either in
-the SQL of any other module of ``journal/`` or ``lane/`` fails this test."""
+""" "Due", "fenced" and "a live lease" are each written once, in ``journal/predicates.py``: a
+copy of any of them in the SQL of any other module of ``journal/`` or ``lane/`` fails this
+test."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ HOME = Path(predicates.__file__)
 RULES = {
     "due": re.compile(r"available_at\s*<=\s*(now|clock_timestamp)\(\)", re.IGNORECASE),
     "fenced": re.compile(r"\bFOR\s+SHARE\b|SELECT\s+epoch\s+FROM\s+leases", re.IGNORECASE),
+    "lease live": re.compile(
+        r"holder\s+IS\s+NOT\s+NULL\s+AND\s+(\w+\.)?expires_at\s*>\s*now\(\)", re.IGNORECASE
+    ),
 }
 
 
@@ -55,7 +59,7 @@ def scanned() -> list[Path]:
     return [p for p in paths if p != HOME and "migrations" not in p.parts]
 
 
-def test_no_module_but_predicates_writes_due_or_fenced() -> None:
+def test_no_module_but_predicates_writes_due_fenced_or_lease_live() -> None:
     assert copies(scanned()) == []
 
 
@@ -65,13 +69,17 @@ def test_the_check_catches_a_copy(tmp_path: Path) -> None:
         '"""FOR SHARE in a docstring is fine."""\n'
         'A = "SELECT 1 FROM signals WHERE available_at <= now()"\n'
         'B = f"SELECT epoch FROM leases WHERE delegate_id = {1} FOR SHARE"\n'
+        'C = "SELECT count(*) FROM leases l WHERE l.holder IS NOT NULL AND l.expires_at > now()"\n'
     )
-    assert {line.split(": ")[1] for line in copies([copy], tmp_path)} == {"due", "fenced"}
+    found = {line.split(": ")[1] for line in copies([copy], tmp_path)}
+    assert found == {"due", "fenced", "lease live"}
 
 
 def test_the_definitions_hold_the_rules() -> None:
     assert RULES["due"].search(predicates.due())
     assert RULES["fenced"].search(predicates.FENCED_EPOCH)
+    assert RULES["lease live"].search(predicates.lease_live(alias="l"))
+    assert predicates.lease_live() == "holder IS NOT NULL AND expires_at > now()"
     assert predicates.due(of=None).startswith("state = 'pending'")
     assert "delegate_id = :delegate" in predicates.due()
     assert predicates.due(predicates.WAKING, of="d.delegate_id", alias="s") == (

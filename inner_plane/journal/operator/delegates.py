@@ -18,7 +18,7 @@ from inner_plane.journal.operator.paging import (
 )
 from inner_plane.journal.operator.paging import record as as_record
 from inner_plane.journal.operator.reads import ACTIVATION_COLUMNS
-from inner_plane.journal.predicates import WAKING, ambient_retained, due, pending
+from inner_plane.journal.predicates import WAKING, ambient_retained, due, lease_live, pending
 
 # --- delegates overview -----------------------------------------------------------------------
 
@@ -75,10 +75,11 @@ def _like_prefix(name: str) -> str:
 _DUE_WAKE = due(WAKING, of="d.delegate_id", alias="s")
 _PENDING = pending(alias="s")
 _AMBIENT = ambient_retained(alias="s")
+_LEASE_LIVE = lease_live(alias="l")
 _OVERVIEW = f"""
 SELECT d.delegate_id,
        l.epoch, l.holder, l.expires_at,
-       (l.holder IS NOT NULL AND l.expires_at > now()) AS lease_live,
+       ({_LEASE_LIVE}) AS lease_live,
        (SELECT id FROM activations a
          WHERE a.delegate_id = d.delegate_id AND a.state = 'running'
          ORDER BY a.started_at DESC LIMIT 1) AS running_activation,

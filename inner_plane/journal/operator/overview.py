@@ -14,7 +14,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from inner_plane.journal.plain import Found, Read, Rows
-from inner_plane.journal.predicates import CLAIMABLE, WAKING, ambient_retained, due, pending
+from inner_plane.journal.predicates import (
+    CLAIMABLE,
+    WAKING,
+    ambient_retained,
+    due,
+    lease_live,
+    pending,
+)
 
 # Retained ambient signals are counted up to this many (then reported as "at least"): a plane
 # of 100,000 delegates holds hundreds of thousands, and counting them all at each scrape and
@@ -39,7 +46,7 @@ _COUNTS = f"""
         WHERE state = 'dead') AS newest_dead_s,
       (SELECT count(*) FROM user_turns WHERE state = 'queued') AS queued_turns,
       (SELECT count(*) FROM activations WHERE state = 'running') AS running_activations,
-      (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at > now()) AS leases_held,
+      (SELECT count(*) FROM leases WHERE {lease_live()}) AS leases_held,
       (SELECT count(*) FROM leases WHERE holder IS NOT NULL AND expires_at <= now())
         AS leases_expired
     """  # noqa: S608 - constant fragments
@@ -61,7 +68,7 @@ _LANES = f"""
     )
     SELECT b.delegate_id, b.due, EXTRACT(EPOCH FROM now() - b.oldest) AS oldest_due_s,
            b.waking, EXTRACT(EPOCH FROM now() - b.oldest_waking) AS oldest_waking_s,
-           l.holder IS NOT NULL AND l.expires_at > now() AS leased,
+           {lease_live(alias="l")} AS leased,
            l.epoch,
            (SELECT count(*) FROM user_turns t
              WHERE t.delegate_id = b.delegate_id AND t.state = 'queued') AS queued_turns
