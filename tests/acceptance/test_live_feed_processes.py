@@ -16,6 +16,7 @@ from inner_plane.publish import publish
 from inner_plane.runtime import Runtime
 from inner_plane.services.embedded import free_port
 from tests.support.api_server import SseReader
+from tests.support.http_api import wait_healthy
 from tests.support.processes import ChildProcess, celery_worker
 from tests.support.stores import Stores
 
@@ -38,16 +39,8 @@ def start_api(children: list[ChildProcess], stores: Stores, log_dir: Path) -> st
     ).start()
     children.append(api)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return base
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError("API did not start:\n" + api.output()[-3000:])
-        time.sleep(0.2)
+    wait_healthy(base, api)
+    return base
 
 
 def test_live_only_event_from_a_worker_reaches_the_api_process_and_the_cli_follows(

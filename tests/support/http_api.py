@@ -15,19 +15,24 @@ from inner_plane.services.embedded import free_port
 from inner_plane.sources import credentials, processors
 from tests.support.processes import ChildProcess
 
+# httpx loads the CA bundle anew for every client it makes (about 20 ms of CPU), and the suite's
+# polls made hundreds: the clients of these helpers share one context, with the same checks.
+SHARED_TLS = httpx.create_ssl_context()
+
 
 def wait_healthy(url: str, child: ChildProcess, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert child.process is not None
-        if child.process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"API did not become healthy:\n{child.output()[-4000:]}")
-        time.sleep(0.1)
+    with httpx.Client(timeout=2, verify=SHARED_TLS) as client:
+        while True:
+            try:
+                if client.get(f"{url}/healthz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            assert child.process is not None
+            if child.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"API did not become healthy:\n{child.output()[-4000:]}")
+            time.sleep(0.1)
 
 
 def start_api(

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.http_api import KINDS_TOML, start_api
+from tests.support.http_api import KINDS_TOML, SHARED_TLS, start_api
 from tests.support.stores import Stores
 
 
@@ -30,5 +30,5 @@ def api(api_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture
 def http(api: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api, timeout=30) as client:
+    with httpx.Client(base_url=api, timeout=30, verify=SHARED_TLS) as client:
         yield client
