@@ -63,6 +63,10 @@ def test_a_run_that_finds_its_connection_dead_is_retried_and_delivers(
     [worker] = start_celery_workers(children, environment, log_dir, {"lane": "activation"}).values()
     first = publish(kind="task.completed", source="copilot", runtime=runtime).id
     wait_until(lambda: delivered(runtime, first), "the first signal delivered", 30)
+    # The run has ended, its session back in the pool: terminated during the run's last steps
+    # (they follow the delivery's commit), the session was dropped by that run, and the next
+    # one took a new one and met nothing dead.
+    worker.wait_for(" succeeded in ", 30)
 
     offset = len(worker.output())
     terminate_sessions_since(runtime, since)
@@ -90,6 +94,7 @@ def test_a_turn_whose_worker_lost_its_sessions_is_retried_and_answered(
         queue=celery_bridge.USER_TURNS_QUEUE, task_id="turn-before",
     )  # fmt: skip
     wait_until(lambda: _answered(runtime, "turn-before"), "the first turn answered", 30)
+    workers["turns"].wait_for(" succeeded in ", 30)  # as above: the turn's run has ended
 
     offset = len(workers["turns"].output())
     terminate_sessions_since(runtime, since)
