@@ -6,7 +6,6 @@ journal and from what the server saw."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -101,10 +100,15 @@ def test_a_user_turn_stops_an_in_flight_stream_and_is_answered_first(
             celery_bridge.USER_TURNS_QUEUE,
             args=("default", "are you there?", "chat"),
         )
-        sent = time.monotonic()
         turn_id = uuid.uuid5(TURN_NAMESPACE, task_id)
-        wait_until(lambda: journal.user_turn(turn_id) is not None, "the turn journaled", 10)
-        journaled_s = time.monotonic() - sent
+        # Journaled by the user-turns worker although the activation worker is busy: the
+        # stalled call lasts 120 s unless the client closes it, and nothing closes it before
+        # the turn is journaled, so a turn journaled only after the activation misses this wait.
+        wait_until(
+            lambda: journal.user_turn(turn_id) is not None,
+            "the turn journaled while the activation runs",
+            60,
+        )
 
         wait_until(lambda: stalled.closed_by_client_at is not None, "the stream closed", 10)
         wait_until(
@@ -115,9 +119,6 @@ def test_a_user_turn_stops_an_in_flight_stream_and_is_answered_first(
         turn = journal.user_turn(turn_id)
         assert turn is not None and turn.reply == "Answered first."
     assert not stalled.completed
-    # Journaled at once by the user-turns worker although the activation worker was busy
-    # (generous bound on a loaded machine; bench/lane.py measures the abort itself).
-    assert journaled_s < 5
 
     records = sorted(journal.recent("default", 100), key=lambda r: r.started_at)
     interrupted, answered = records[0], records[1]
