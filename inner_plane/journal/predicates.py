@@ -1,6 +1,6 @@
-"""The lane's two SQL rules, each written once: when a signal is *due*, and when a transaction
-is *fenced*. Every query that needs one of them builds it from here; a unit test fails if a
-copy of either is written anywhere else under ``journal/`` or ``lane/``.
+"""The lane's SQL rules, each written once: when a signal is *due*, when a transaction is
+*fenced*, and when a lease is *live*. Every query that needs one of them builds it from here; a
+unit test fails if a copy of any is written anywhere else under ``journal/`` or ``lane/``.
 
 Why fragments built in Python rather than SQL functions or views created by a migration: the
 predicates must stay visible to the planner as plain expressions, so the partial indexes
