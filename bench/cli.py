@@ -15,7 +15,8 @@ libraries `signals show` cannot do without (psycopg, the journal's driver, and p
 the settings' library; the collector off while they load, as the CLI has it), and the same with
 redis-py as `status` imports it (without OpenTelemetry's metrics SDK): ``cli_floor_vs_python_start``
 and ``cli_status_floor_vs_python_start``, with their CPU ratios. A command's ratio minus its
-floor's is what the CLI itself costs.
+floor's is what the CLI itself costs. Each library alone, too: ``cli_psycopg_floor_vs_python_start``
+and ``cli_settings_floor_vs_python_start``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ STATUS_FLOOR = (
     "import gc, sys; gc.disable(); import psycopg, pydantic_settings; "
     "sys.modules['opentelemetry.sdk.metrics'] = None; import redis; gc.freeze()"
 )
+# Each of the two libraries alone: which of them the floor is made of. The journal's driver
+# imports asyncio (its async classes are defined at import) and reads its own version through
+# importlib.metadata; the settings' library builds on pydantic's models.
+PSYCOPG_FLOOR = "import gc; gc.disable(); import psycopg; gc.freeze()"
+SETTINGS_FLOOR = "import gc; gc.disable(); import pydantic_settings; gc.freeze()"
+FLOORS = ("floor", "status_floor", "psycopg_floor", "settings_floor")
 
 
 def children_cpu_s() -> float:
@@ -82,6 +89,8 @@ def main() -> None:
             "status": [*cli, "status", "--json"],
             "floor": [*python, "-c", FLOOR],
             "status_floor": [*python, "-c", STATUS_FLOOR],
+            "psycopg_floor": [*python, "-c", PSYCOPG_FLOOR],
+            "settings_floor": [*python, "-c", SETTINGS_FLOOR],
         }
         # One warm-up each: the first run pays for cold file caches, not for the CLI.
         for command in commands.values():
@@ -108,15 +117,15 @@ def main() -> None:
         "cli_status_floor_vs_python_start": ratio(p50["status_floor"], p50["python"], 2),
         "cli_floor_cpu_vs_python": ratio(cpu50["floor"], cpu50["python"], 2),
         "cli_status_floor_cpu_vs_python": ratio(cpu50["status_floor"], cpu50["python"], 2),
+        "cli_psycopg_floor_vs_python_start": ratio(p50["psycopg_floor"], p50["python"], 2),
+        "cli_settings_floor_vs_python_start": ratio(p50["settings_floor"], p50["python"], 2),
     }
     figures = {
         "cli_start_ms": {name: p50[name] for name in cli_names},
         "cli_start_p99_ms": {name: round(p99(samples[name]), 1) for name in samples},
         "python_start_ms": p50["python"],
         **ratios,
-        "cli_cpu_ms": {
-            name: cpu50[name] for name in ("python", *cli_names, "floor", "status_floor")
-        },
+        "cli_cpu_ms": {name: cpu50[name] for name in ("python", *cli_names, *FLOORS)},
         "rounds": ROUNDS,
         "cpu_count": os.cpu_count(),
     }
@@ -138,7 +147,9 @@ def main() -> None:
         f"floors: signals show's libraries {ratios['cli_floor_vs_python_start']}x "
         f"(cpu {ratios['cli_floor_cpu_vs_python']}x), status's "
         f"{ratios['cli_status_floor_vs_python_start']}x "
-        f"(cpu {ratios['cli_status_floor_cpu_vs_python']}x)"
+        f"(cpu {ratios['cli_status_floor_cpu_vs_python']}x); psycopg alone "
+        f"{ratios['cli_psycopg_floor_vs_python_start']}x, pydantic-settings alone "
+        f"{ratios['cli_settings_floor_vs_python_start']}x"
     )
     harness.emit(figures)
 

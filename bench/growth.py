@@ -390,6 +390,47 @@ def settle_writes(base_url: str) -> None:
             print("  (CHECKPOINT refused: the server's pending writes may run through the timings)")
 
 
+def warm_page_cache(urls: list[str]) -> float:
+    """Read every table and index of the timed databases once, through the operating system's
+    page cache (``pg_prewarm`` in ``read`` mode: shared_buffers keep what they hold), and return
+    the seconds it took. A journal loaded in this run sits in that cache already; a kept one may
+    not, after the other benchmarks of a ``make bench`` have run: then each write on the
+    largest journal read pages from the disk (inserts touch leaf pages of random-key indexes
+    all over it) and its cost grew with the journal (publish 1.19 and one activation 1.21 times
+    the smallest's, after ``drop_caches``, against 1.03 and 1.00 warm, docs/operations.md).
+    That is the disk's speed, not the journal's growth: every size is timed warm, as a
+    deployment's working set is. A server without the extension is timed as it is."""
+    started = time.perf_counter()
+    for url in urls:
+        with psycopg.connect(plain.libpq_url(url), autocommit=True) as db:
+            try:
+                db.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+            except psycopg.Error as error:
+                print(f"  (no pg_prewarm: {str(error).strip()[:120]}; timed as the cache stands)")
+                continue
+            db.execute(
+                "SELECT pg_prewarm(c.oid, 'read') FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind IN ('r', 'i', 't', 'm') "
+                "AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+            )
+    return time.perf_counter() - started
+
+
+def blocks_read(base_url: str, prefix: str) -> dict[str, int]:
+    """Blocks each database named ``prefix``... has had its backends read from outside
+    shared_buffers so far (``pg_stat_database``): what a cache too small for an operation's
+    pages costs it, which the buffers column (the pages touched) does not tell apart from hits.
+    Backends report their counts within a second of going idle: wait that out first."""
+    time.sleep(1.5)
+    with psycopg.connect(admin_url(base_url)) as db:
+        found = db.execute(
+            "SELECT datname, blks_read FROM pg_stat_database WHERE starts_with(datname, %s)",
+            (prefix,),
+        ).fetchall()
+    return {str(name): int(count) for name, count in found}
+
+
 def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
     """The database for one size: kept from an earlier run when its data has this version."""
     url = make_url(plain.sqlalchemy_url(base_url)).set(database=f"growth_{label}")
@@ -778,13 +819,20 @@ def journal_dimension(
         for size, label in zip(sizes, labels, strict=True)
     ]
     settle_writes(stores.database_url)
+    warm_s = warm_page_cache(urls)
     load_s = time.perf_counter() - began
     journals = [
         open_journal(label, url, stores.redis_url, stores.data_dir)
         for label, url in zip(labels, urls, strict=True)
     ]
     journals[0].runtime.redis.flushdb()
+    reads_before = blocks_read(stores.database_url, "growth_")
     wall, unqueued = measure(journals, rounds, repeats)
+    reads_after = blocks_read(stores.database_url, "growth_")
+    reads = {
+        label: reads_after.get(f"growth_{label}", 0) - reads_before.get(f"growth_{label}", 0)
+        for label in labels
+    }
     small, big = labels[0], labels[-1]
     d = sorted(journals[0].sample_signal)[1]
     touched = {
@@ -798,6 +846,8 @@ def journal_dimension(
         "page_rows": PAGE,
         "history_messages": HISTORY,
         "load_and_migrate_s": round(load_s, 1),
+        "page_cache_warm_s": round(warm_s, 1),
+        "blocks_read": reads,
     }
     header = " ".join(f"{lb + ' p50':>9} {lb + ' p99':>9}" for lb in labels)
     print(
@@ -829,6 +879,11 @@ def journal_dimension(
         f"x{figures['growth_max_p99_ratio']} ({figures['growth_max_p99_ratio_operation']}; "
         f"target <= 1.5); as measured: x{figures['growth_max_wall_ratio']}, "
         f"x{figures['growth_max_wall_p99_ratio']}; {figures['journal_s']} s in all"
+    )
+    print(
+        "blocks read from outside shared_buffers while timed, all operations: "
+        + ", ".join(f"{label} {count:,}" for label, count in reads.items())
+        + f" (the page cache warmed first in {warm_s:.1f} s)"
     )
     for j in journals:
         j.runtime.engine.dispose()

@@ -47,7 +47,15 @@ import psycopg
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
-from bench.growth import InstantAgent, RunQueue, admin_url, growth, settle_writes
+from bench.growth import (
+    InstantAgent,
+    RunQueue,
+    admin_url,
+    blocks_read,
+    growth,
+    settle_writes,
+    warm_page_cache,
+)
 from inner_plane.composer.compose import ContextComposer, Limits
 from inner_plane.config import build_settings
 from inner_plane.journal import database, plain
@@ -564,14 +572,15 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         for size, label in zip(sizes, labels, strict=True)
     ]
     settle_writes(stores.database_url)
+    warm_s = warm_page_cache(urls)
     load_s = time.perf_counter() - began
     planes = [
         open_plane(label, size, url, stores.redis_url, stores.data_dir)
         for label, size, url in zip(labels, sizes, urls, strict=True)
     ]
-    reads_before = blocks_read(stores.database_url)
+    reads_before = blocks_read(stores.database_url, "delegates_")
     wall, net = measure(planes, rounds, repeats)
-    reads_after = blocks_read(stores.database_url)
+    reads_after = blocks_read(stores.database_url, "delegates_")
     reads = {
         p.label: reads_after.get(f"delegates_{p.label}", 0)
         - reads_before.get(f"delegates_{p.label}", 0)
@@ -587,6 +596,7 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         "rounds": rounds,
         "repeats": repeats,
         "load_and_migrate_s": round(load_s, 1),
+        "page_cache_warm_s": round(warm_s, 1),
         "blocks_read": reads,
     }
     header = " ".join(f"{lb + ' p50':>10} {lb + ' p99':>10}" for lb in labels)
@@ -628,16 +638,3 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         p.runtime.engine.dispose()
         p.rows_connection.__exit__(None, None, None)
     return out
-
-
-def blocks_read(base_url: str) -> dict[str, int]:
-    """Blocks each database's backends read from outside shared_buffers so far
-    (``pg_stat_database``): what a cache too small for an operation's pages costs it, which the
-    buffers column (the pages touched) does not tell apart from hits. Backends report their
-    counts within a second of going idle: wait that out first."""
-    time.sleep(1.5)
-    with psycopg.connect(admin_url(base_url)) as db:
-        found = db.execute(
-            "SELECT datname, blks_read FROM pg_stat_database WHERE datname LIKE 'delegates_%%'"
-        ).fetchall()
-    return {str(name): int(count) for name, count in found}

@@ -144,6 +144,9 @@ TARGETS = (
     Target("cli", "cli_show_cpu_vs_python", None, baseline="cli_floor_cpu_vs_python"),
     Target("cli", "cli_status_cpu_vs_python", None, baseline="cli_status_floor_cpu_vs_python"),
     Target("cli", "python_start_ms", None),
+    # What each floor is made of: each library alone (no target; what the commands' targets sit on).
+    Target("cli", "cli_psycopg_floor_vs_python_start", None, False, "python_start_ms"),
+    Target("cli", "cli_settings_floor_vs_python_start", None, False, "python_start_ms"),
     Target("growth", "growth_max_ratio", 1.25, higher_is_better=False),
     Target("growth", "growth_max_p99_ratio", 1.5, higher_is_better=False),
     # Issue 30: 100k delegates over 1k (the baseline, the same operations in the same run).
