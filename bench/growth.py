@@ -395,8 +395,8 @@ def warm_page_cache(urls: list[str]) -> float:
     page cache (``pg_prewarm`` in ``read`` mode: shared_buffers keep what they hold), and return
     the seconds it took. A journal loaded in this run sits in that cache already; a kept one may
     not, after the other benchmarks of a ``make bench`` have run: then each write on the
-    largest journal read pages from the disk (each insert read heap and index pages from all over
-    it) and its cost grew with the journal (publish 1.19 and one activation 1.21 times
+    largest journal read pages from the disk (an insert lands anywhere in its random-key
+    indexes) and its cost grew with the journal (publish 1.19 and one activation 1.21 times
     the smallest's, after ``drop_caches``, against 1.03 and 1.00 warm, docs/operations.md).
     That is the disk's speed, not the journal's growth: every size is timed warm, as a
     deployment's working set is. A server without the extension is timed as it is."""
