@@ -29,7 +29,9 @@ Printed per operation: p50 and p99 per size less the wait, the largest size's ra
 smallest (p50, p99, and the p50 ratio taken within each round then the median of the rounds),
 the ratios as measured, and the shared buffers its reading statements touch on the smallest and
 the largest journal (EXPLAIN ANALYZE: a count load cannot change, so a query that grows shows
-there even when timings are noisy). Kept journals are cleaned of what earlier runs added first.
+there even when timings are noisy). Kept journals are cleaned of what earlier runs added first,
+then read once through the kernel's page cache (``warm_page_cache``), as a freshly loaded one
+sits in it.
 The last line is one JSON object: ``growth_max_ratio`` is the largest p50 ratio (target
 <= 1.25), ``growth_max_p99_ratio`` the largest p99 ratio (<= 1.5), both less the wait;
 ``growth_max_wall_ratio`` and ``growth_max_wall_p99_ratio`` the same as measured.
@@ -49,7 +51,8 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -417,11 +420,10 @@ def warm_page_cache(urls: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def blocks_read(base_url: str, prefix: str) -> dict[str, int]:
+def _blocks_read(base_url: str, prefix: str) -> dict[str, int]:
     """Blocks each database named ``prefix``... has had its backends read from outside
-    shared_buffers so far (``pg_stat_database``): what a cache too small for an operation's
-    pages costs it, which the buffers column (the pages touched) does not tell apart from hits.
-    Backends report their counts within a second of going idle: wait that out first."""
+    shared_buffers so far (``pg_stat_database``). Backends report their counts within a second
+    of going idle: wait that out first."""
     time.sleep(1.5)
     with psycopg.connect(admin_url(base_url)) as db:
         found = db.execute(
@@ -429,6 +431,30 @@ def blocks_read(base_url: str, prefix: str) -> dict[str, int]:
             (prefix,),
         ).fetchall()
     return {str(name): int(count) for name, count in found}
+
+
+@contextmanager
+def blocks_read_while(
+    base_url: str, prefix: str, labels: Iterable[str]
+) -> Iterator[dict[str, int]]:
+    """The blocks each database ``prefix`` + label read from outside shared_buffers while the
+    block ran, filled in when it ends: what a cache too small for an operation's pages costs it,
+    which the buffers column (the pages touched) does not tell apart from hits."""
+    before = _blocks_read(base_url, prefix)
+    reads: dict[str, int] = {}
+    yield reads
+    after = _blocks_read(base_url, prefix)
+    for label in labels:
+        name = prefix + label
+        reads[label] = after.get(name, 0) - before.get(name, 0)
+
+
+def say_blocks_read(reads: dict[str, int], warm_s: float) -> None:
+    print(
+        "blocks read from outside shared_buffers while timed, all operations: "
+        + ", ".join(f"{label} {count:,}" for label, count in reads.items())
+        + f" (the page cache warmed first in {warm_s:.1f} s)"
+    )
 
 
 def prepare(base_url: str, size: int, label: str, reload: bool) -> str:
@@ -826,13 +852,8 @@ def journal_dimension(
         for label, url in zip(labels, urls, strict=True)
     ]
     journals[0].runtime.redis.flushdb()
-    reads_before = blocks_read(stores.database_url, "growth_")
-    wall, unqueued = measure(journals, rounds, repeats)
-    reads_after = blocks_read(stores.database_url, "growth_")
-    reads = {
-        label: reads_after.get(f"growth_{label}", 0) - reads_before.get(f"growth_{label}", 0)
-        for label in labels
-    }
+    with blocks_read_while(stores.database_url, "growth_", labels) as reads:
+        wall, unqueued = measure(journals, rounds, repeats)
     small, big = labels[0], labels[-1]
     d = sorted(journals[0].sample_signal)[1]
     touched = {
@@ -880,11 +901,7 @@ def journal_dimension(
         f"target <= 1.5); as measured: x{figures['growth_max_wall_ratio']}, "
         f"x{figures['growth_max_wall_p99_ratio']}; {figures['journal_s']} s in all"
     )
-    print(
-        "blocks read from outside shared_buffers while timed, all operations: "
-        + ", ".join(f"{label} {count:,}" for label, count in reads.items())
-        + f" (the page cache warmed first in {warm_s:.1f} s)"
-    )
+    say_blocks_read(reads, warm_s)
     for j in journals:
         j.runtime.engine.dispose()
     return figures

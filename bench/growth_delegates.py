@@ -51,8 +51,9 @@ from bench.growth import (
     InstantAgent,
     RunQueue,
     admin_url,
-    blocks_read,
+    blocks_read_while,
     growth,
+    say_blocks_read,
     settle_writes,
     warm_page_cache,
 )
@@ -578,14 +579,8 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         open_plane(label, size, url, stores.redis_url, stores.data_dir)
         for label, size, url in zip(labels, sizes, urls, strict=True)
     ]
-    reads_before = blocks_read(stores.database_url, "delegates_")
-    wall, net = measure(planes, rounds, repeats)
-    reads_after = blocks_read(stores.database_url, "delegates_")
-    reads = {
-        p.label: reads_after.get(f"delegates_{p.label}", 0)
-        - reads_before.get(f"delegates_{p.label}", 0)
-        for p in planes
-    }
+    with blocks_read_while(stores.database_url, "delegates_", labels) as reads:
+        wall, net = measure(planes, rounds, repeats)
     small, big = labels[0], labels[-1]
     buffers = {
         name: {p.label: touched(p, name, delegate_name(17)) for p in (planes[0], planes[-1])}
@@ -630,10 +625,7 @@ def run(stores: Any, quick: bool, reload: bool, rounds: int, repeats: int) -> di
         f"x{out['delegate_growth_max_p99_ratio']} "
         f"({out['delegate_growth_max_p99_ratio_operation']}; target <= 1.5)"
     )
-    print(
-        "blocks read from outside shared_buffers while timed, all operations: "
-        + ", ".join(f"{label} {count:,}" for label, count in reads.items())
-    )
+    say_blocks_read(reads, warm_s)
     for p in planes:
         p.runtime.engine.dispose()
         p.rows_connection.__exit__(None, None, None)
