@@ -17,6 +17,13 @@ redis-py as `status` imports it (without OpenTelemetry's metrics SDK): ``cli_flo
 and ``cli_status_floor_vs_python_start``, with their CPU ratios. A command's ratio minus its
 floor's is what the CLI itself costs. Each library alone, too: ``cli_psycopg_floor_vs_python_start``
 and ``cli_settings_floor_vs_python_start``.
+
+What "bare Python" is: the project's own interpreter, as a developer's checkout has it. Its start
+includes the editable install's import finder (`make install` installs the package editable,
+and that finder's module loads pathlib, importlib.util and the rest at every start), which a
+wheel installed for production does not have. ``interpreter_start_ms`` is the same interpreter
+with no site-packages at all (``-S``), and ``editable_finder_share`` the part of bare Python's
+start that is not: the CLI's ratios against a production install sit between the two baselines.
 """
 
 from __future__ import annotations
@@ -84,6 +91,7 @@ def main() -> None:
         cli = [sys.executable, "-m", "inner_plane"]
         commands = {
             "python": [*python, "-c", "pass"],
+            "interpreter": [*python, "-S", "-c", "pass"],
             "help": [*cli, "--help"],
             "signals_show": [*cli, "signals", "show", str(signal_id)],
             "status": [*cli, "status", "--json"],
@@ -124,6 +132,9 @@ def main() -> None:
         "cli_start_ms": {name: p50[name] for name in cli_names},
         "cli_start_p99_ms": {name: round(p99(samples[name]), 1) for name in samples},
         "python_start_ms": p50["python"],
+        "interpreter_start_ms": p50["interpreter"],
+        "editable_finder_share": ratio(p50["python"] - p50["interpreter"], p50["python"], 2),
+        "cli_show_vs_interpreter_start": ratio(p50["signals_show"], p50["interpreter"], 2),
         **ratios,
         "cli_cpu_ms": {name: cpu50[name] for name in ("python", *cli_names, *FLOORS)},
         "rounds": ROUNDS,
@@ -150,6 +161,12 @@ def main() -> None:
         f"(cpu {ratios['cli_status_floor_cpu_vs_python']}x); psycopg alone "
         f"{ratios['cli_psycopg_floor_vs_python_start']}x, pydantic-settings alone "
         f"{ratios['cli_settings_floor_vs_python_start']}x"
+    )
+    print(
+        f"bare python: {p50['python']} ms, of which {figures['editable_finder_share']:.0%} is "
+        f"site-packages (the editable install's finder); the interpreter alone "
+        f"{p50['interpreter']} ms, and signals show over it "
+        f"{figures['cli_show_vs_interpreter_start']}x"
     )
     harness.emit(figures)
 

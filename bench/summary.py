@@ -144,6 +144,11 @@ TARGETS = (
     Target("cli", "cli_show_cpu_vs_python", None, baseline="cli_floor_cpu_vs_python"),
     Target("cli", "cli_status_cpu_vs_python", None, baseline="cli_status_floor_cpu_vs_python"),
     Target("cli", "python_start_ms", None),
+    # Bare python's start is a developer checkout's: about half of it is the editable install's
+    # import finder, which a production (wheel) install does not load. The interpreter alone, and
+    # `signals show` over it, say what the ratios are against such an install.
+    Target("cli", "editable_finder_share", None, False, "python_start_ms"),
+    Target("cli", "cli_show_vs_interpreter_start", None, False, "interpreter_start_ms"),
     # What each floor is made of: each library alone (no target; what the commands' targets sit on).
     Target("cli", "cli_psycopg_floor_vs_python_start", None, False, "python_start_ms"),
     Target("cli", "cli_settings_floor_vs_python_start", None, False, "python_start_ms"),
